@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to ascend.vllm_pd
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: topology
+short_description: Derive the PD topology (dp ranks, addresses, ports, peers) from the inventory
+description:
+  - Reads the per-host variables of the C(prefill) and C(decode) groups and derives everything else once
+    (dp size and rank starts, dp address, etcd and proxy hosts, proxy backend lists, DS_WORKER_ADDR,
+    kv port ranges, the Mooncake prefill/decode blocks).
+  - The same file provides C(size_gib), C(size_mib), C(size_bytes), C(serve_lines), C(shell_dq),
+    C(launcher_argv) and C(engine_processes) (see plugins/module_utils/_render.py).
+positional: _input
+options:
+  _input:
+    description: C(groups).
+    type: dict
+    required: true
+  hostvars:
+    description: C(hostvars).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+a3: "{{ groups | ascend.vllm_pd.topology(hostvars) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Topology dict with keys C(sides), C(mooncake), C(hosts), C(etcd_host), C(etcd_address), C(proxy_host).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import from_hostvars
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
+    engine_processes, launcher_argv, serve_lines, shell_dq)
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import (
+    TopologyError, derive, parse_size, size_gib, size_mib)
+
+
+def topology(groups, hostvars):
+    try:
+        return derive(from_hostvars(hostvars, groups))
+    except (TopologyError, KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("cannot derive the topology (%s): run playbooks/validate.yml to see every "
+                                 "inventory problem" % exc)
+
+
+def _size(func, value):
+    try:
+        return func(value)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "topology": topology,
+            "size_gib": lambda v: _size(size_gib, v),
+            "size_mib": lambda v: _size(size_mib, v),
+            "size_bytes": lambda v: _size(parse_size, v),
+            "serve_lines": serve_lines,
+            "shell_dq": shell_dq,
+            "launcher_argv": launcher_argv,
+            "engine_processes": engine_processes,
+        }

@@ -1,0 +1,84 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to ascend.vllm_pd
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Assemble vLLM's --kv-transfer-config for one engine instance (pure functions).
+
+MultiConnector = MooncakeConnectorV1 (P->D KV transfer) + AscendStoreConnector (KV pool).
+Under MultiConnector vLLM skips its own consistency checks, so check_mooncake() does them.
+"""
+from __future__ import annotations
+
+import json
+
+ROLES = {"prefill": "kv_producer", "decode": "kv_consumer"}
+POOL_BACKENDS_V0180 = ("mooncake", "memcache")
+
+
+class KvConfigError(ValueError):
+    pass
+
+
+def check_mooncake(mooncake: dict, side: str, dp_size: int, tp_size: int):
+    """Errors of the Mooncake prefill/decode blocks against this instance's own dp/tp."""
+    errors = []
+    for key in ("prefill", "decode"):
+        block = mooncake.get(key) or {}
+        for field in ("dp_size", "tp_size"):
+            if not isinstance(block.get(field), int) or block.get(field) < 1:
+                errors.append("mooncake.%s.%s must be a positive integer, got %r" % (key, field, block.get(field)))
+    if errors:
+        return errors
+    if mooncake["prefill"]["tp_size"] < mooncake["decode"]["tp_size"]:
+        errors.append("prefill tp_size %d < decode tp_size %d: Mooncake requires prefill tp >= decode tp"
+                      % (mooncake["prefill"]["tp_size"], mooncake["decode"]["tp_size"]))
+    own = mooncake[side]
+    if (own["dp_size"], own["tp_size"]) != (dp_size, tp_size):
+        errors.append("mooncake.%s says dp %d / tp %d but this %s instance runs dp %d / tp %d"
+                      % (side, own["dp_size"], own["tp_size"], side, dp_size, tp_size))
+    return errors
+
+
+def build(side: str, kv_port: int, mooncake: dict, lookup_rpc_port, dp_size: int, tp_size: int,
+          engine_id=None, pool_backend="yuanrong", mooncake_extra=None, mooncake_module_path=None,
+          pool_extra=None, top_level_extra=None) -> dict:
+    """Return the kv-transfer-config dict for one instance of `side` ('prefill' or 'decode')."""
+    if side not in ROLES:
+        raise KvConfigError("side must be 'prefill' or 'decode', got %r" % (side,))
+    errors = check_mooncake(mooncake, side, dp_size, tp_size)
+    if not isinstance(kv_port, int) or not 1 <= kv_port <= 65535 - dp_size * tp_size:
+        errors.append("kv_port %r is not a usable TCP port for %d instances x tp %d" % (kv_port, dp_size, tp_size))
+    if errors:
+        raise KvConfigError("; ".join(errors))
+    role = ROLES[side]
+    mc_extra = dict(mooncake_extra or {})
+    mc_extra["prefill"] = dict(mooncake["prefill"])
+    mc_extra["decode"] = dict(mooncake["decode"])
+    mc = {"kv_connector": "MooncakeConnectorV1", "kv_role": role, "kv_port": str(kv_port)}
+    if mooncake_module_path:
+        mc["kv_connector_module_path"] = mooncake_module_path
+    mc["kv_connector_extra_config"] = mc_extra
+    store_extra = {"lookup_rpc_port": str(lookup_rpc_port), "backend": pool_backend}
+    store_extra.update(pool_extra or {})
+    store = {"kv_connector": "AscendStoreConnector", "kv_role": role, "kv_connector_extra_config": store_extra}
+    config = {"kv_connector": "MultiConnector", "kv_role": role}
+    if engine_id is not None:
+        config["engine_id"] = str(engine_id)
+    config.update(top_level_extra or {})
+    config["kv_connector_extra_config"] = {"connectors": [mc, store]}
+    return config
+
+
+def notes(config: dict, npus_per_node: int = 16):
+    """Advisory notes (not errors) about a built config, per FIELD-NOTES."""
+    out = []
+    for conn in config["kv_connector_extra_config"]["connectors"]:
+        extra = conn.get("kv_connector_extra_config", {})
+        if conn["kv_connector"] == "AscendStoreConnector" and extra.get("backend") not in POOL_BACKENDS_V0180:
+            out.append("pool backend %r is not in vllm-ascend v0.18.0 (only %s): the yuanrong backend patch "
+                       "must be applied (role patches)" % (extra.get("backend"), ", ".join(POOL_BACKENDS_V0180)))
+    return out
+
+
+def to_json(config: dict) -> str:
+    """Deterministic JSON text (key order as built, compact separators)."""
+    return json.dumps(config, separators=(",", ":"))

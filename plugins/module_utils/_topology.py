@@ -1,0 +1,335 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to ascend.vllm_pd
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Topology derivation and inventory validation for the A3 PD deployment.
+
+Pure functions, no Ansible imports: the filter plugin, the validate action and plain pytest
+tests all call these. Input is a plain dict built from the inventory:
+
+    {"groups": {"prefill": [...], "decode": [...]},
+     "hosts": {name: {<per-host settings, see HOST_KEYS>}}}
+
+Everything derivable is derived here once: dp sizes, dp rank starts, dp addresses, the etcd and
+proxy hosts, proxy backend lists, DS_WORKER_ADDR, kv port ranges, the Mooncake dp/tp blocks.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+
+SIDES = ("prefill", "decode")
+
+# Per-host inventory variables the derivation reads (the variable name is the key).
+HOST_KEYS = (
+    "a3_business_ip", "a3_nic_name", "a3_npus_per_node", "a3_etcd_host", "a3_proxy_host",
+    "vllm_dp_size_local", "vllm_api_port", "vllm_dp_rpc_port",
+    "vllm_prefill_tp_size", "vllm_decode_tp_size",
+    "vllm_prefill_kv_port", "vllm_decode_kv_port",
+    "vllm_prefill_lookup_rpc_port", "vllm_decode_lookup_rpc_port",
+    "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port",
+    "hugepages_target", "hugepages_page_size",
+)
+
+PLACEHOLDER_RE = re.compile(r"<[^>]*>|\bxxxx\b|CHANGE_?ME", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgGtT]?)i?[bB]?\s*$")
+_UNITS = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
+# Mooncake's AscendDirectTransport binds random ports in [20000, 20000 + NPUs * 1000).
+MOONCAKE_RANDOM_BASE = 20000
+MOONCAKE_RANDOM_PER_NPU = 1000
+
+
+class TopologyError(ValueError):
+    """The inventory cannot be turned into a topology (validation reports why)."""
+
+
+def parse_size(value) -> int:
+    """Return a size in bytes from '500G', '1T', '2048 kB', '2M' or an int (bytes)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _SIZE_RE.match(str(value))
+    if not match:
+        raise ValueError("cannot read size %r: use a number with a unit, e.g. 500G, 1T, 128M" % (value,))
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def size_gib(value) -> int:
+    """Whole GiB of a size (500G -> 500, 1T -> 1024)."""
+    return parse_size(value) // 1024 ** 3
+
+
+def size_mib(value) -> int:
+    """Whole MiB of a size (500G -> 512000)."""
+    return parse_size(value) // 1024 ** 2
+
+
+def side_of(groups, host):
+    sides = [s for s in SIDES if host in (groups.get(s) or [])]
+    return sides[0] if len(sides) == 1 else None
+
+
+def _lookup_port(spec, rank):
+    """lookup_rpc_port is an int, or the string 'dp_rank' meaning the instance's global dp rank."""
+    if isinstance(spec, str) and spec.strip() == "dp_rank":
+        return rank
+    return int(spec)
+
+
+def derive(inv: dict) -> dict:
+    """Derive the whole topology. Raises TopologyError if the inventory is unusable;
+    call validate() first to get every problem at once."""
+    groups, hosts = inv["groups"], inv["hosts"]
+    for side in SIDES:
+        if not groups.get(side):
+            raise TopologyError("group %r is missing or empty" % side)
+
+    def hv(host, key):
+        return hosts[host].get(key)
+
+    first_prefill = groups["prefill"][0]
+    anchor = hosts[first_prefill]
+    etcd_host = anchor.get("a3_etcd_host") or first_prefill
+    proxy_host = anchor.get("a3_proxy_host") or first_prefill
+    sides = {}
+    for side in SIDES:
+        members = list(groups[side])
+        lead = members[0]
+        local = int(hv(lead, "vllm_dp_size_local"))
+        tp = int(hv(lead, "vllm_%s_tp_size" % side))
+        sides[side] = {
+            "hosts": members,
+            "ips": [hv(h, "a3_business_ip") for h in members],
+            "api_ports": [int(hv(h, "vllm_api_port")) + i
+                          for h in members for i in range(int(hv(h, "vllm_dp_size_local")))],
+            "dp_size": len(members) * local,
+            "dp_size_local": local,
+            "tp_size": tp,
+            "dp_address": hv(lead, "a3_business_ip"),
+            "kv_role": "kv_producer" if side == "prefill" else "kv_consumer",
+        }
+    # Proxy backend lists: one entry per engine instance (host repeated per local rank).
+    for side in SIDES:
+        s = sides[side]
+        s["backend_hosts"] = [hv(h, "a3_business_ip")
+                              for h in s["hosts"] for _ in range(int(hv(h, "vllm_dp_size_local")))]
+    mooncake = {side: {"dp_size": sides[side]["dp_size"], "tp_size": sides[side]["tp_size"]}
+                for side in SIDES}
+
+    per_host = {}
+    for side in SIDES:
+        for index, host in enumerate(groups[side]):
+            v = hosts[host]
+            local = int(v["vllm_dp_size_local"])
+            tp = int(v["vllm_%s_tp_size" % side])
+            kv_port = int(v["vllm_%s_kv_port" % side])
+            start = index * local
+            ip = v["a3_business_ip"]
+            instances = []
+            for i in range(local):
+                rank = start + i
+                kv_first = kv_port + rank * tp
+                instances.append({
+                    "local_rank": i,
+                    "dp_rank": rank,
+                    "api_port": int(v["vllm_api_port"]) + i,
+                    "devices": list(range(i * tp, (i + 1) * tp)),
+                    "kv_ports": [kv_first, kv_first + tp - 1],
+                    "lookup_rpc_port": _lookup_port(v["vllm_%s_lookup_rpc_port" % side], rank),
+                })
+            per_host[host] = {
+                "side": side,
+                "index": index,
+                "business_ip": ip,
+                "nic_name": v["a3_nic_name"],
+                "dp_size": sides[side]["dp_size"],
+                "dp_size_local": local,
+                "dp_rank_start": start,
+                "dp_address": sides[side]["dp_address"],
+                "dp_rpc_port": int(v["vllm_dp_rpc_port"]),
+                "tp_size": tp,
+                "kv_port": kv_port,
+                "vllm_start_port": int(v["vllm_api_port"]),
+                "instances": instances,
+                "ds_worker_addr": "%s:%s" % (ip, int(v["yuanrong_worker_port"])),
+                "is_etcd_host": host == etcd_host,
+                "is_proxy_host": host == proxy_host,
+            }
+    etcd_port = int(hosts[etcd_host]["etcd_client_port"]) if etcd_host in hosts else None
+    return {
+        "sides": sides,
+        "mooncake": mooncake,
+        "hosts": per_host,
+        "etcd_host": etcd_host,
+        "etcd_ip": hosts[etcd_host]["a3_business_ip"] if etcd_host in hosts else None,
+        "etcd_address": ("%s:%s" % (hosts[etcd_host]["a3_business_ip"], etcd_port)
+                         if etcd_host in hosts else None),
+        "proxy_host": proxy_host,
+        "proxy_ip": hosts[proxy_host]["a3_business_ip"] if proxy_host in hosts else None,
+    }
+
+
+def _is_int(value):
+    try:
+        int(value)
+        return not isinstance(value, bool)
+    except (TypeError, ValueError):
+        return False
+
+
+def host_ports(host: str, topo: dict, hv: dict) -> list:
+    """Every (first, last, what) port range the deployment binds on one host."""
+    me = topo["hosts"][host]
+    ranges = []
+    for inst in me["instances"]:
+        ranges.append((inst["api_port"], inst["api_port"], "vllm API port of dp rank %d (vllm_api_port)"
+                       % inst["dp_rank"]))
+        ranges.append((inst["kv_ports"][0], inst["kv_ports"][1],
+                       "Mooncake kv ports of dp rank %d (vllm_%s_kv_port + rank x tp)" % (inst["dp_rank"], me["side"])))
+    if me["dp_rank_start"] == 0:
+        ranges.append((me["dp_rpc_port"], me["dp_rpc_port"], "DP RPC port (vllm_dp_rpc_port)"))
+    ranges.append((int(hv["yuanrong_worker_port"]),) * 2 + ("yuanrong worker port (yuanrong_worker_port)",))
+    if me["is_etcd_host"]:
+        ranges.append((int(hv["etcd_client_port"]),) * 2 + ("etcd client port (etcd_client_port)",))
+        ranges.append((int(hv["etcd_peer_port"]),) * 2 + ("etcd peer port (etcd_peer_port)",))
+    if me["is_proxy_host"]:
+        ranges.append((int(hv["proxy_port"]),) * 2 + ("proxy port (proxy_port)",))
+    return ranges
+
+
+def validate(inv: dict, allow_placeholders: bool = False):
+    """Return (errors, warnings): every problem of the inventory at once, each naming the host,
+    the variable and what to set. With allow_placeholders (render mode) a placeholder is a warning."""
+    errors, warnings = [], []
+    placeholder_sink = warnings if allow_placeholders else errors
+    groups, hosts = inv.get("groups") or {}, inv.get("hosts") or {}
+
+    for side in SIDES:
+        if not groups.get(side):
+            errors.append("inventory: group '%s' is missing or empty: add the %s hosts under "
+                          "'%s:' in the inventory (the seed has two)" % (side, side, side))
+    members = {}
+    for side in SIDES:
+        for h in groups.get(side) or []:
+            members.setdefault(h, []).append(side)
+    for h, sides in sorted(members.items()):
+        if len(sides) > 1:
+            errors.append("%s: host is in both 'prefill' and 'decode': a node serves one side only, "
+                          "remove it from one group" % h)
+
+    seen_ips = {}
+    for h in sorted(members):
+        v = hosts.get(h, {})
+        ip = v.get("a3_business_ip")
+        if ip is None or str(ip).strip() == "":
+            errors.append("%s: a3_business_ip is not set: set it to the node's business IP" % h)
+        elif PLACEHOLDER_RE.search(str(ip)):
+            placeholder_sink.append("%s: a3_business_ip is still the placeholder %r: set it to the node's business IP"
+                          % (h, ip))
+        else:
+            try:
+                ipaddress.ip_address(str(ip))
+            except ValueError:
+                errors.append("%s: a3_business_ip %r is not a valid IP address: set the node's business IP, "
+                              "e.g. 10.0.0.11" % (h, ip))
+            else:
+                seen_ips.setdefault(str(ip), []).append(h)
+        nic = v.get("a3_nic_name")
+        if nic is None or str(nic).strip() == "":
+            errors.append("%s: a3_nic_name is not set: set it to the business NIC name (e.g. enp3s0, bond0)" % h)
+        elif PLACEHOLDER_RE.search(str(nic)):
+            placeholder_sink.append("%s: a3_nic_name is still the placeholder %r: set it to the business NIC name "
+                          "(e.g. enp3s0, bond0)" % (h, nic))
+    for ip, hs in sorted(seen_ips.items()):
+        if len(hs) > 1:
+            errors.append("%s: a3_business_ip %s is used by %d hosts: every node needs its own business IP"
+                          % (", ".join(hs), ip, len(hs)))
+
+    int_keys = ("a3_npus_per_node", "vllm_dp_size_local", "vllm_api_port", "vllm_dp_rpc_port",
+                "vllm_prefill_tp_size", "vllm_decode_tp_size", "vllm_prefill_kv_port", "vllm_decode_kv_port",
+                "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port")
+    bad_numbers = False
+    for h in sorted(members):
+        v = hosts.get(h, {})
+        for key in int_keys:
+            if not _is_int(v.get(key)) or int(v.get(key)) < 1:
+                errors.append("%s: %s is %r: set a positive integer" % (h, key, v.get(key)))
+                bad_numbers = True
+        for side in SIDES:
+            spec = v.get("vllm_%s_lookup_rpc_port" % side)
+            if not (_is_int(spec) or spec == "dp_rank"):
+                errors.append("%s: vllm_%s_lookup_rpc_port is %r: set an integer or 'dp_rank'" % (h, side, spec))
+                bad_numbers = True
+        for key in ("vllm_api_port", "vllm_dp_rpc_port", "vllm_prefill_kv_port", "vllm_decode_kv_port",
+                    "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port"):
+            if _is_int(v.get(key)) and int(v.get(key)) > 65535:
+                errors.append("%s: %s %s is above 65535: set a valid TCP port" % (h, key, v.get(key)))
+
+    for h in sorted(members):
+        v = hosts.get(h, {})
+        try:
+            target, page = parse_size(v.get("hugepages_target")), parse_size(v.get("hugepages_page_size"))
+        except ValueError as exc:
+            errors.append("%s: hugepages_target/hugepages_page_size: %s" % (h, exc))
+            continue
+        if page <= 0 or target % page:
+            errors.append("%s: hugepages_target %s is not a multiple of the page size %s: set a multiple "
+                          "(e.g. 500G)" % (h, v.get("hugepages_target"), v.get("hugepages_page_size")))
+
+    for key, what in (("a3_etcd_host", "etcd"), ("a3_proxy_host", "proxy")):
+        named = {hosts.get(h, {}).get(key) for h in members} - {None, ""}
+        for n in sorted(named):
+            if n not in members:
+                errors.append("all: %s is %r, which is not a host of the prefill or decode group: set it to "
+                              "one of %s or leave it empty (first prefill host)" % (key, n, ", ".join(sorted(members)) or "the inventory hosts"))
+
+    if bad_numbers or any(not groups.get(side) for side in SIDES):
+        return errors, warnings
+
+    # Consistency within a side: these values are per group, not per host.
+    inconsistent = False
+    for side in SIDES:
+        for key in ("vllm_dp_size_local", "vllm_%s_tp_size" % side, "vllm_%s_kv_port" % side):
+            values = {h: hosts[h].get(key) for h in groups[side]}
+            if len({int(x) for x in values.values()}) > 1:
+                errors.append("%s: %s differs between the %s hosts (%s): set one value for the group "
+                              "(group_vars)" % (", ".join(groups[side]), key, side,
+                                                ", ".join("%s=%s" % kv for kv in values.items())))
+                inconsistent = True
+    if inconsistent or any(len(s) > 1 for s in members.values()):
+        return errors, warnings
+
+    topo = derive(inv)
+    ptp, dtp = topo["sides"]["prefill"]["tp_size"], topo["sides"]["decode"]["tp_size"]
+    if ptp < dtp:
+        errors.append("prefill/decode: vllm_prefill_tp_size %d is lower than vllm_decode_tp_size %d: the Mooncake "
+                      "connector requires prefill tp >= decode tp; raise vllm_prefill_tp_size or lower "
+                      "vllm_decode_tp_size" % (ptp, dtp))
+    for h in sorted(members):
+        me, v = topo["hosts"][h], hosts[h]
+        npus = int(v["a3_npus_per_node"])
+        need = me["tp_size"] * me["dp_size_local"]
+        if need > npus:
+            errors.append("%s: vllm_%s_tp_size %d x vllm_dp_size_local %d = %d NPUs, but the node has %d "
+                          "(a3_npus_per_node): lower tp or dp_size_local" % (h, me["side"], me["tp_size"],
+                                                                           me["dp_size_local"], need, npus))
+        lookups = [i["lookup_rpc_port"] for i in me["instances"]]
+        if len(set(lookups)) != len(lookups):
+            errors.append("%s: vllm_%s_lookup_rpc_port gives the same value %s to several instances on this "
+                          "host (it names the IPC socket /tmp/lookup_rpc_port_<port>_dp_rank<rank>): set it to "
+                          "'dp_rank' or use vllm_dp_size_local 1" % (h, me["side"], lookups))
+        ranges = host_ports(h, topo, v)
+        for i, (a1, b1, w1) in enumerate(ranges):
+            for a2, b2, w2 in ranges[i + 1:]:
+                if a1 <= b2 and a2 <= b1:
+                    kind = "overlaps" if (a1 != b1 or a2 != b2) else "is the same port as"
+                    errors.append("%s: %s [%d-%d] %s %s [%d-%d]: move one of them" % (h, w1, a1, b1, kind, w2, a2, b2))
+        band_end = MOONCAKE_RANDOM_BASE + npus * MOONCAKE_RANDOM_PER_NPU
+        for inst in me["instances"]:
+            first, last = inst["kv_ports"]
+            if first < band_end and last >= MOONCAKE_RANDOM_BASE:
+                warnings.append("%s: Mooncake kv ports %d-%d of dp rank %d lie inside Mooncake's random port band "
+                                "[%d, %d) (AscendDirectTransport binds random ports there, 1000 per NPU): a "
+                                "collision shows as 'zmq.error.ZMQError: Address already in use' (vllm-ascend "
+                                "#8938). The seed chose these values; move vllm_%s_kv_port to %d or above if it "
+                                "happens" % (h, first, last, inst["dp_rank"], MOONCAKE_RANDOM_BASE, band_end,
+                                             me["side"], band_end))
+    return errors, warnings

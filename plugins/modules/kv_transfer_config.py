@@ -1,0 +1,144 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to ascend.vllm_pd
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: kv_transfer_config
+short_description: Assemble vLLM's --kv-transfer-config JSON for one PD engine instance
+description:
+  - Builds the MultiConnector config (MooncakeConnectorV1 for prefill-to-decode KV transfer plus
+    AscendStoreConnector for the external KV pool) from the topology.
+  - Checks what vLLM skips under MultiConnector - the Mooncake prefill/decode blocks against this instance's own
+    dp/tp, and prefill tp >= decode tp.
+  - Pure computation; it changes nothing. Run it on the controller (C(delegate_to: localhost)).
+version_added: 0.1.0
+author: ascend.vllm_pd contributors
+options:
+  side:
+    description: Which side the instance serves.
+    type: str
+    required: true
+    choices: [prefill, decode]
+  kv_port:
+    description: Mooncake base kv port of the side (the instance listens on kv_port + dp_rank x tp ...).
+    type: int
+    required: true
+  mooncake:
+    description: The C(prefill) and C(decode) blocks, each with C(dp_size) and C(tp_size).
+    type: dict
+    required: true
+  dp_size:
+    description: Data-parallel size of this instance's side.
+    type: int
+    required: true
+  tp_size:
+    description: Tensor-parallel size of this instance's side.
+    type: int
+    required: true
+  lookup_rpc_port:
+    description: AscendStoreConnector lookup_rpc_port (suffix of a local IPC socket, unique per host).
+    type: str
+    required: true
+  engine_id:
+    description: Top-level C(engine_id); omitted when null (the seed sets it on prefill only).
+    type: str
+  pool_backend:
+    description: AscendStoreConnector backend.
+    type: str
+    default: yuanrong
+  mooncake_extra:
+    description: Extra keys of the Mooncake connector's C(kv_connector_extra_config) (seed C(use_ascend_direct)).
+    type: dict
+    default: {}
+  mooncake_module_path:
+    description: C(kv_connector_module_path) of the Mooncake connector; omitted when empty.
+    type: str
+  pool_extra:
+    description: Extra keys of the AscendStoreConnector's C(kv_connector_extra_config).
+    type: dict
+    default: {}
+  top_level_extra:
+    description: Extra top-level keys, e.g. C(kv_load_failure_policy) (read only at MultiConnector level).
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+    description: Pure computation.
+  diff_mode:
+    support: none
+    description: Nothing to diff.
+  idempotent:
+    support: full
+    description: Same input, same output.
+"""
+
+EXAMPLES = r"""
+- name: Build the decode instance's kv-transfer-config
+  ascend.vllm_pd.kv_transfer_config:
+    side: decode
+    kv_port: 30100
+    mooncake: {prefill: {dp_size: 2, tp_size: 16}, decode: {dp_size: 2, tp_size: 16}}
+    dp_size: 2
+    tp_size: 16
+    lookup_rpc_port: "1"
+  delegate_to: localhost
+  register: kv
+"""
+
+RETURN = r"""
+config:
+  description: The config as a dict.
+  returned: success
+  type: dict
+json:
+  description: The config as compact JSON text, key order as built.
+  returned: success
+  type: str
+notes:
+  description: Advisory notes, e.g. a pool backend that needs the yuanrong patch on v0.18.0.
+  returned: success
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._kv_transfer import (
+    KvConfigError, build, notes, to_json)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            side=dict(type="str", required=True, choices=["prefill", "decode"]),
+            kv_port=dict(type="int", required=True),
+            mooncake=dict(type="dict", required=True),
+            dp_size=dict(type="int", required=True),
+            tp_size=dict(type="int", required=True),
+            lookup_rpc_port=dict(type="str", required=True),
+            engine_id=dict(type="str"),
+            pool_backend=dict(type="str", default="yuanrong"),
+            mooncake_extra=dict(type="dict", default={}),
+            mooncake_module_path=dict(type="str"),
+            pool_extra=dict(type="dict", default={}),
+            top_level_extra=dict(type="dict", default={}),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        config = build(p["side"], p["kv_port"], p["mooncake"], p["lookup_rpc_port"], p["dp_size"], p["tp_size"],
+                       engine_id=p["engine_id"], pool_backend=p["pool_backend"],
+                       mooncake_extra=p["mooncake_extra"], mooncake_module_path=p["mooncake_module_path"],
+                       pool_extra=p["pool_extra"], top_level_extra=p["top_level_extra"])
+    except KvConfigError as exc:
+        module.fail_json(msg="invalid kv-transfer-config for the %s side: %s; fix the vllm_* variables in the "
+                             "inventory" % (p["side"], exc))
+    module.exit_json(changed=False, config=config, json=to_json(config), notes=notes(config))
+
+
+if __name__ == "__main__":
+    main()
