@@ -37,10 +37,11 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import from_hostvars
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._prom import prom_sum
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
     engine_processes, launcher_argv, serve_lines, shell_dq)
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import (
-    TopologyError, derive, parse_size, size_gib, size_mib)
+    TopologyError, backends, derive, parse_size, size_gib, size_mib)
 
 
 def topology(groups, hostvars):
@@ -58,6 +59,16 @@ def _size(func, value):
         raise AnsibleFilterError(str(exc))
 
 
+def meminfo(text):
+    """/proc/meminfo as {name: value text}, e.g. {'Hugepagesize': '2048 kB', 'HugePages_Total': '0'}."""
+    out = {}
+    for line in str(text).splitlines():
+        name, sep, value = line.partition(":")
+        if sep:
+            out[name.strip()] = value.strip()
+    return out
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -65,6 +76,9 @@ class FilterModule:
             "size_gib": lambda v: _size(size_gib, v),
             "size_mib": lambda v: _size(size_mib, v),
             "size_bytes": lambda v: _size(parse_size, v),
+            "meminfo": meminfo,
+            "backends": backends,
+            "prom_sum": prom_sum,
             "serve_lines": serve_lines,
             "shell_dq": shell_dq,
             "launcher_argv": launcher_argv,

@@ -333,3 +333,15 @@ def validate(inv: dict, allow_placeholders: bool = False):
                                 "happens" % (h, first, last, inst["dp_rank"], MOONCAKE_RANDOM_BASE, band_end,
                                              me["side"], band_end))
     return errors, warnings
+
+
+def backends(topo: dict) -> list:
+    """Every engine instance of the deployment: prefill first, in group order."""
+    out = []
+    for side in SIDES:
+        for host in topo["sides"][side]["hosts"]:
+            me = topo["hosts"][host]
+            for inst in me["instances"]:
+                out.append({"side": side, "host": host, "ip": me["business_ip"], "port": inst["api_port"],
+                            "dp_rank": inst["dp_rank"]})
+    return out

@@ -1,0 +1,79 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to ascend.vllm_pd
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Wait for vLLM engine ranks while watching their log for fatal signatures (pure helpers + loop).
+
+launch_online_dp.py exits 0 even when vllm serve failed, and a rank's API only comes up once its whole
+DP group formed: readiness comes from each rank's /health, and the log tells early why it never will.
+"""
+from __future__ import annotations
+
+import re
+import time
+import urllib.error
+import urllib.request
+
+
+def scan(text: str, signatures: list):
+    """First matching signature in text: (signature dict, matching line) or (None, None)."""
+    compiled = [(s, re.compile(s["pattern"])) for s in signatures]
+    for line in text.splitlines():
+        for sig, rx in compiled:
+            if rx.search(line):
+                return sig, line.strip()
+    return None, None
+
+
+def tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def probe(url: str, timeout: float = 3.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (http to the engine)
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def read_from(path: str, offset: int):
+    """Text appended to path since offset, and the new offset (a truncated file restarts at 0)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            if size < offset:
+                offset = 0
+            fh.seek(offset)
+            data = fh.read()
+            return data.decode("utf-8", "replace"), offset + len(data)
+    except FileNotFoundError:
+        return "", offset
+
+
+def wait(urls, log_path, signatures, timeout, interval, start_offset=0, clock=time.monotonic, sleep=time.sleep,
+         prober=probe, alive=None):
+    """Poll urls until all answer 200. Returns a dict with ok, ready, pending, signature, line, log_tail,
+    waited. Stops early on a fatal log signature or when alive() says the launcher is gone."""
+    start = clock()
+    offset = start_offset
+    seen = ""
+    ready = []
+    while True:
+        new, offset = read_from(log_path, offset) if log_path else ("", offset)
+        seen = (seen + new)[-200000:]
+        sig, line = scan(new, signatures)
+        ready = [u for u in urls if prober(u)]
+        base = {"ready": ready, "pending": [u for u in urls if u not in ready], "waited": round(clock() - start, 1),
+                "log_tail": tail(seen)}
+        if len(ready) == len(urls):
+            return dict(base, ok=True, signature=None, line=None)
+        if sig is not None:
+            return dict(base, ok=False, signature=sig, line=line)
+        if alive is not None and not alive():
+            return dict(base, ok=False, signature={"pattern": "launcher exited",
+                                                   "advice": "the launcher and all its engines exited: read the log tail below"},
+                        line="(no engine process left)")
+        if clock() - start >= timeout:
+            return dict(base, ok=False, signature=None, line=None)
+        sleep(interval)
