@@ -41,7 +41,7 @@ from ansible_collections.ascend.vllm_pd.plugins.module_utils._prom import prom_s
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
     engine_processes, launcher_argv, serve_lines, shell_dq)
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import (
-    TopologyError, backends, derive, parse_size, size_gib, size_mib)
+    TopologyError, backends, derive, docker_size, parse_size, size_gib, size_mib)
 
 
 def topology(groups, hostvars):
@@ -74,6 +74,7 @@ class FilterModule:
         return {
             "topology": topology,
             "size_gib": lambda v: _size(size_gib, v),
+            "docker_size": lambda v: _size(docker_size, v),
             "size_mib": lambda v: _size(size_mib, v),
             "size_bytes": lambda v: _size(parse_size, v),
             "meminfo": meminfo,

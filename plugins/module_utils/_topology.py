@@ -62,6 +62,14 @@ def size_mib(value) -> int:
     return parse_size(value) // 1024 ** 2
 
 
+def docker_size(value) -> str:
+    """Size for docker's --shm-size: whole GiB as 'Ng' (500G -> 500g, 1T -> 1024g), else 'Nm'."""
+    size = parse_size(value)
+    if size % 1024 ** 3 == 0:
+        return "%dg" % (size // 1024 ** 3)
+    return "%dm" % (size // 1024 ** 2)
+
+
 def side_of(groups, host):
     sides = [s for s in SIDES if host in (groups.get(s) or [])]
     return sides[0] if len(sides) == 1 else None
@@ -195,7 +203,29 @@ def host_ports(host: str, topo: dict, hv: dict) -> list:
     return ranges
 
 
+def _merge_hosts(messages, hosts):
+    """Fold 'h1: text' and 'h2: text' into 'h1, h2: text' (a group_vars value wrong on every host reads
+    once), keeping first-seen order."""
+    merged, order = {}, []
+    for msg in messages:
+        head, sep, rest = msg.partition(": ")
+        key = rest if sep and head in hosts else msg
+        if key not in merged:
+            merged[key] = []
+            order.append(key)
+        if sep and head in hosts:
+            merged[key].append(head)
+    return [("%s: %s" % (", ".join(merged[k]), k)) if merged[k] else k for k in order]
+
+
 def validate(inv: dict, allow_placeholders: bool = False):
+    """Return (errors, warnings), each naming the host(s), the variable and what to set."""
+    errors, warnings = _validate(inv, allow_placeholders)
+    hosts = set((inv.get("hosts") or {}).keys())
+    return _merge_hosts(errors, hosts), _merge_hosts(warnings, hosts)
+
+
+def _validate(inv: dict, allow_placeholders: bool = False):
     """Return (errors, warnings): every problem of the inventory at once, each naming the host,
     the variable and what to set. With allow_placeholders (render mode) a placeholder is a warning."""
     errors, warnings = [], []
@@ -210,13 +240,14 @@ def validate(inv: dict, allow_placeholders: bool = False):
     for side in SIDES:
         for h in groups.get(side) or []:
             members.setdefault(h, []).append(side)
-    for h, sides in sorted(members.items()):
+    ordered = list(members)  # inventory order: prefill hosts, then decode hosts
+    for h, sides in members.items():
         if len(sides) > 1:
             errors.append("%s: host is in both 'prefill' and 'decode': a node serves one side only, "
                           "remove it from one group" % h)
 
     seen_ips = {}
-    for h in sorted(members):
+    for h in ordered:
         v = hosts.get(h, {})
         ip = v.get("a3_business_ip")
         if ip is None or str(ip).strip() == "":
@@ -247,7 +278,7 @@ def validate(inv: dict, allow_placeholders: bool = False):
                 "vllm_prefill_tp_size", "vllm_decode_tp_size", "vllm_prefill_kv_port", "vllm_decode_kv_port",
                 "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port")
     bad_numbers = False
-    for h in sorted(members):
+    for h in ordered:
         v = hosts.get(h, {})
         for key in int_keys:
             if not _is_int(v.get(key)) or int(v.get(key)) < 1:
@@ -263,7 +294,7 @@ def validate(inv: dict, allow_placeholders: bool = False):
             if _is_int(v.get(key)) and int(v.get(key)) > 65535:
                 errors.append("%s: %s %s is above 65535: set a valid TCP port" % (h, key, v.get(key)))
 
-    for h in sorted(members):
+    for h in ordered:
         v = hosts.get(h, {})
         try:
             target, page = parse_size(v.get("hugepages_target")), parse_size(v.get("hugepages_page_size"))
@@ -279,7 +310,7 @@ def validate(inv: dict, allow_placeholders: bool = False):
         for n in sorted(named):
             if n not in members:
                 errors.append("all: %s is %r, which is not a host of the prefill or decode group: set it to "
-                              "one of %s or leave it empty (first prefill host)" % (key, n, ", ".join(sorted(members)) or "the inventory hosts"))
+                              "one of %s or leave it empty (first prefill host)" % (key, n, ", ".join(ordered) or "the inventory hosts"))
 
     if bad_numbers or any(not groups.get(side) for side in SIDES):
         return errors, warnings
@@ -303,7 +334,7 @@ def validate(inv: dict, allow_placeholders: bool = False):
         errors.append("prefill/decode: vllm_prefill_tp_size %d is lower than vllm_decode_tp_size %d: the Mooncake "
                       "connector requires prefill tp >= decode tp; raise vllm_prefill_tp_size or lower "
                       "vllm_decode_tp_size" % (ptp, dtp))
-    for h in sorted(members):
+    for h in ordered:
         me, v = topo["hosts"][h], hosts[h]
         npus = int(v["a3_npus_per_node"])
         need = me["tp_size"] * me["dp_size_local"]

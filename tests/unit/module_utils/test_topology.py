@@ -1,0 +1,205 @@
+# -*- coding: utf-8 -*-
+"""Topology derivation and inventory validation (pure functions)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ansible_collections.ascend.vllm_pd.plugins.module_utils import _topology as T
+
+BASE_HOST = {
+    "a3_npus_per_node": 16, "a3_etcd_host": "", "a3_proxy_host": "",
+    "vllm_dp_size_local": 1, "vllm_api_port": 6700, "vllm_dp_rpc_port": 10521,
+    "vllm_prefill_tp_size": 16, "vllm_decode_tp_size": 16,
+    "vllm_prefill_kv_port": 30000, "vllm_decode_kv_port": 30100,
+    "vllm_prefill_lookup_rpc_port": 0, "vllm_decode_lookup_rpc_port": "dp_rank",
+    "etcd_client_port": 2379, "etcd_peer_port": 2380, "yuanrong_worker_port": 18481, "proxy_port": 8088,
+    "hugepages_target": "500G", "hugepages_page_size": "2M",
+}
+IPS = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}
+
+
+def inventory(**overrides):
+    hosts = {}
+    for name, ip in IPS.items():
+        hosts[name] = dict(BASE_HOST, a3_business_ip=ip, a3_nic_name="bond0")
+    inv = {"groups": {"prefill": ["p0", "p1"], "decode": ["d0", "d1"]}, "hosts": hosts}
+    for key, value in overrides.items():
+        for h in hosts:
+            hosts[h][key] = value
+    return inv
+
+
+def test_seed_topology_is_derived():
+    topo = T.derive(inventory())
+    assert topo["etcd_host"] == "p0" and topo["proxy_host"] == "p0"
+    assert topo["etcd_address"] == "192.0.2.11:2379"
+    assert topo["mooncake"] == {"prefill": {"dp_size": 2, "tp_size": 16}, "decode": {"dp_size": 2, "tp_size": 16}}
+    p1, d1 = topo["hosts"]["p1"], topo["hosts"]["d1"]
+    assert (p1["dp_rank_start"], p1["dp_address"], p1["dp_size"]) == (1, "192.0.2.11", 2)
+    assert (d1["dp_rank_start"], d1["dp_address"]) == (1, "192.0.2.13")
+    assert d1["instances"] == [{"local_rank": 0, "dp_rank": 1, "api_port": 6700, "devices": list(range(16)),
+                                "kv_ports": [30116, 30131], "lookup_rpc_port": 1}]
+    assert p1["instances"][0]["lookup_rpc_port"] == 0
+    assert topo["hosts"]["d0"]["ds_worker_addr"] == "192.0.2.13:18481"
+    assert topo["sides"]["decode"]["backend_hosts"] == ["192.0.2.13", "192.0.2.14"]
+    assert topo["sides"]["prefill"]["api_ports"] == [6700, 6700]
+
+
+def test_two_instances_per_host():
+    inv = inventory(vllm_dp_size_local=2, vllm_prefill_tp_size=8, vllm_decode_tp_size=8)
+    topo = T.derive(inv)
+    p1 = topo["hosts"]["p1"]
+    assert topo["sides"]["prefill"]["dp_size"] == 4
+    assert [i["dp_rank"] for i in p1["instances"]] == [2, 3]
+    assert [i["api_port"] for i in p1["instances"]] == [6700, 6701]
+    assert p1["instances"][1]["devices"] == list(range(8, 16))
+    assert topo["sides"]["prefill"]["backend_hosts"] == ["192.0.2.11", "192.0.2.11", "192.0.2.12", "192.0.2.12"]
+    assert topo["sides"]["prefill"]["api_ports"] == [6700, 6701, 6700, 6701]
+
+
+def test_etcd_and_proxy_host_can_be_moved():
+    inv = inventory(a3_etcd_host="p1", a3_proxy_host="d0")
+    topo = T.derive(inv)
+    assert (topo["etcd_host"], topo["etcd_ip"], topo["proxy_host"]) == ("p1", "192.0.2.12", "d0")
+    assert topo["hosts"]["d0"]["is_proxy_host"] and not topo["hosts"]["p0"]["is_proxy_host"]
+
+
+def test_seed_inventory_is_valid_with_one_warning_per_instance():
+    errors, warnings = T.validate(inventory())
+    assert errors == []
+    assert len(warnings) == 4 and all("random port band [20000, 36000)" in w for w in warnings)
+
+
+@pytest.mark.parametrize("size,expected", [("500G", 500 * 2 ** 30), ("1T", 2 ** 40), ("2048 kB", 2 ** 21),
+                                           ("2M", 2 ** 21), (4096, 4096), ("128MiB", 2 ** 27)])
+def test_parse_size(size, expected):
+    assert T.parse_size(size) == expected
+
+
+@pytest.mark.parametrize("size,shm,mib", [("500G", "500g", 512000), ("1T", "1024g", 1048576), ("128M", "128m", 128)])
+def test_dependent_sizes_derive_from_the_target(size, shm, mib):
+    assert T.docker_size(size) == shm and T.size_mib(size) == mib
+
+
+def test_parse_size_rejects_garbage():
+    with pytest.raises(ValueError, match="500G"):
+        T.parse_size("lots")
+
+
+def _one_error(inv, **kw):
+    errors, _ = T.validate(inv, **kw)
+    assert len(errors) == 1, errors
+    return errors[0]
+
+
+def test_placeholder_named_with_host_and_variable():
+    inv = inventory()
+    inv["hosts"]["p1"]["a3_business_ip"] = "<节点1业务IP>"
+    msg = _one_error(inv)
+    assert msg.startswith("p1: a3_business_ip is still the placeholder") and "set it to" in msg
+
+
+def test_placeholders_are_warnings_in_render_mode():
+    inv = inventory()
+    inv["hosts"]["p1"]["a3_nic_name"] = "<业务网卡名>"
+    errors, warnings = T.validate(inv, allow_placeholders=True)
+    assert errors == [] and any("p1: a3_nic_name is still the placeholder" in w for w in warnings)
+
+
+def test_all_problems_reported_at_once():
+    inv = inventory()
+    inv["hosts"]["p0"]["a3_business_ip"] = "192.0.2.300"
+    inv["hosts"]["d1"]["a3_nic_name"] = ""
+    inv["hosts"]["d0"]["a3_business_ip"] = "192.0.2.12"
+    errors, _ = T.validate(inv)
+    assert len(errors) == 3
+    assert any(e.startswith("p0: a3_business_ip '192.0.2.300' is not a valid IP") for e in errors)
+    assert any(e.startswith("d1: a3_nic_name is not set") for e in errors)
+    assert any(e.startswith("p1, d0: a3_business_ip 192.0.2.12 is used by 2 hosts") for e in errors)
+
+
+def test_empty_group():
+    inv = inventory()
+    inv["groups"]["decode"] = []
+    msg = _one_error(inv)
+    assert "group 'decode' is missing or empty" in msg
+
+
+def test_host_in_both_groups():
+    inv = inventory()
+    inv["groups"]["decode"] = ["d0", "p1"]
+    errors, _ = T.validate(inv)
+    assert any("p1: host is in both 'prefill' and 'decode'" in e for e in errors)
+
+
+def test_tp_times_local_above_npus():
+    inv = inventory(vllm_dp_size_local=2)
+    errors, _ = T.validate(inv)
+    assert any(e.startswith("p0, p1: vllm_prefill_tp_size 16 x vllm_dp_size_local 2 = 32 NPUs, but the node has 16")
+               for e in errors), errors
+
+
+def test_prefill_tp_lower_than_decode():
+    inv = inventory(vllm_prefill_tp_size=8)
+    msg = _one_error(inv)
+    assert "vllm_prefill_tp_size 8 is lower than vllm_decode_tp_size 16" in msg
+
+
+def test_kv_ranges_of_two_instances_overlap():
+    # decode kv 30100 with tp 16: rank ranges 30100-30115 and 30116-30131; prefill kv 30110 overlaps
+    # nothing on decode hosts, but a prefill kv port inside its own API port does.
+    inv = inventory(vllm_prefill_kv_port=6690)
+    errors, _ = T.validate(inv)
+    assert any(e.startswith("p0: vllm API port of dp rank 0 (vllm_api_port) [6700-6700] overlaps Mooncake kv ports")
+               for e in errors), errors
+
+
+def test_duplicate_port_on_one_host():
+    inv = inventory(proxy_port=2379)
+    msg = _one_error(inv)
+    assert msg.startswith("p0: etcd client port (etcd_client_port) [2379-2379] is the same port as proxy port")
+
+
+def test_lookup_rpc_port_not_unique_per_host():
+    inv = inventory(vllm_dp_size_local=2, vllm_prefill_tp_size=8, vllm_decode_tp_size=8)
+    errors, _ = T.validate(inv)
+    assert any(e.startswith("p0, p1: vllm_prefill_lookup_rpc_port gives the same value [0, 0]") for e in errors)
+    assert not any("vllm_decode_lookup_rpc_port" in e for e in errors)
+
+
+def test_hugepage_target_not_a_multiple():
+    msg = _one_error(inventory(hugepages_target="1001M"))
+    assert msg.startswith("p0, p1, d0, d1: hugepages_target 1001M is not a multiple of the page size 2M")
+
+
+def test_side_values_must_agree_within_a_group():
+    inv = inventory()
+    inv["hosts"]["d1"]["vllm_decode_tp_size"] = 8
+    msg = _one_error(inv)
+    assert "vllm_decode_tp_size differs between the decode hosts" in msg
+
+
+def test_unknown_etcd_host():
+    msg = _one_error(inventory(a3_etcd_host="p9"))
+    assert "a3_etcd_host is 'p9', which is not a host" in msg
+
+
+def test_bad_number():
+    msg = _one_error(inventory(vllm_api_port="sixty"))
+    assert msg == "p0, p1, d0, d1: vllm_api_port is 'sixty': set a positive integer"
+
+
+def test_backends_lists_every_instance_prefill_first():
+    b = T.backends(T.derive(inventory()))
+    assert [(x["side"], x["host"], x["port"]) for x in b] == [
+        ("prefill", "p0", 6700), ("prefill", "p1", 6700), ("decode", "d0", 6700), ("decode", "d1", 6700)]
+
+
+def test_input_is_not_modified():
+    inv = inventory()
+    before = copy.deepcopy(inv)
+    T.validate(inv)
+    T.derive(inv)
+    assert inv == before
