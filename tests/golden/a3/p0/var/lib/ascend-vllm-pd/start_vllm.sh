@@ -1,0 +1,11 @@
+#!/bin/bash
+# Ansible managed: starts launch_online_dp.py (seed step 5) in its own process group.
+# The launcher writes no log and exits 0 even when vllm serve fails: readiness comes from /health.
+set -eu
+cd /workspace/glm5-a3-large-ep
+if [ -s launcher.pgid ] && kill -0 -- "-$(cat launcher.pgid)" 2>/dev/null; then
+  echo "already running (process group $(cat launcher.pgid))"; exit 0
+fi
+setsid python launch_online_dp.py --dp-size 2 --tp-size 16 --dp-size-local 1 --dp-rank-start 0 --dp-address '<节点0业务IP>' --dp-rpc-port 10521 --vllm-start-port 6700 >> vllm_log.log 2>&1 < /dev/null &
+echo $! > launcher.pgid
+echo "started process group $(cat launcher.pgid)"
