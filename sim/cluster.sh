@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Simulated four-node Atlas 800 A3 cluster on one Linux machine (docs/SIM-CONTRACT.md).
+#
+#   sim/cluster.sh deps     install missing host packages; start dockerd and the registry on 127.0.0.1:5000
+#   sim/cluster.sh build    deps + node image, substitute vllm-ascend image (pushed), etcd archive, yuanrong wheel
+#   sim/cluster.sh up       build + start nodes a3sim-p0 a3sim-p1 a3sim-d0 a3sim-d1 and wait until they are ready
+#   sim/cluster.sh down     remove nodes, their volumes and lo addresses; stop what this script started
+#   sim/cluster.sh status   one-screen summary
+#   sim/cluster.sh fault NODE JSON|@FILE|-|clear   write (or remove) /etc/a3sim/faults.json in NODE
+#
+# Every command is idempotent. Caches live in sim/.cache (or $A3SIM_CACHE_DIR) and survive `down`.
+set -euo pipefail
+
+SIM_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib
+# shellcheck source=SCRIPTDIR/lib/common.sh
+. "$SIM_LIB/common.sh"
+# shellcheck source=SCRIPTDIR/lib/deps.sh
+. "$SIM_LIB/deps.sh"
+# shellcheck source=SCRIPTDIR/lib/build.sh
+. "$SIM_LIB/build.sh"
+# shellcheck source=SCRIPTDIR/lib/nodes.sh
+. "$SIM_LIB/nodes.sh"
+
+# take_lock: one changing command at a time (fd 9; the daemons started here get it closed).
+take_lock() {
+  mkdir -p "$CACHE_DIR"
+  exec 9>"$CACHE_DIR/lock"
+  if ! flock -n 9; then
+    log "another sim/cluster.sh command runs; waiting for it (up to 30 min)"
+    flock -w 1800 9 || die "gave up waiting for $CACHE_DIR/lock"
+  fi
+}
+
+usage() { sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+main() {
+  local cmd=${1:-help}
+  [ $# -gt 0 ] && shift
+  case "$cmd" in
+    deps | build | up | down | status)
+      [ $# -eq 0 ] || die "'$cmd' takes no arguments"
+      [ "$cmd" = status ] || { need_root && take_lock; }
+      "cmd_$cmd"
+      ;;
+    fault)
+      take_lock
+      cmd_fault "$@"
+      ;;
+    help | -h | --help)
+      usage
+      return 0
+      ;;
+    *)
+      usage >&2
+      die "unknown command '$cmd'"
+      ;;
+  esac
+  log "$cmd: finished in $(_elapsed "$T0") s"
+}
+
+main "$@"

@@ -1,0 +1,119 @@
+# shellcheck shell=bash
+# `cluster.sh deps`: host packages, the docker engine and the local registry.
+
+HOST_PACKAGES=(docker.io debootstrap docker-registry etcd-server etcd-client iproute2 curl ca-certificates)
+DOCKERD_PIDFILE=$CACHE_DIR/dockerd.pid
+DOCKERD_LOG=${A3SIM_DOCKERD_LOG:-/var/log/dockerd.log}
+REGISTRY_DIR=$CACHE_DIR/registry
+REGISTRY_PIDFILE=$CACHE_DIR/registry.pid
+
+deps_packages() {
+  local pkg missing=()
+  for pkg in "${HOST_PACKAGES[@]}"; do
+    [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" = "install ok installed" ] || missing+=("$pkg")
+  done
+  # The host's python3 downloads wheels and the sdist (pip, venv) and writes the identity files.
+  if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then missing+=(python3 python3-venv); fi
+  if ! python3 -m pip --version >/dev/null 2>&1; then missing+=(python3-pip); fi
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "host packages: all present (${HOST_PACKAGES[*]})"
+    return 0
+  fi
+  step "install host packages: ${missing[*]}"
+  # Keep apt's maintainer scripts from starting daemons (docker, etcd, registry): this script
+  # starts what it needs itself, on loopback only.
+  local policy=/usr/sbin/policy-rc.d own_policy=0
+  if ! [ -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    own_policy=1
+  fi
+  local rc=0
+  { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"; } || rc=$?
+  [ "$own_policy" = 1 ] && rm -f "$policy"
+  [ "$rc" = 0 ] || die "apt-get install ${missing[*]} failed (exit $rc)"
+  step_done
+}
+
+docker_ok() { docker info >/dev/null 2>&1; }
+
+# host_dockerd_pids: dockerd processes of this pid namespace (the nodes' nested engines are not).
+host_dockerd_pids() {
+  local pid own
+  own=$(readlink /proc/self/ns/pid)
+  for pid in $(pgrep -x dockerd || true); do
+    [ "$(readlink "/proc/$pid/ns/pid" 2>/dev/null)" = "$own" ] && printf '%s ' "$pid"
+  done
+  return 0
+}
+
+deps_dockerd() {
+  if docker_ok; then
+    log "docker engine: answering ($(docker version -f '{{.Server.Version}}' 2>/dev/null))"
+    return 0
+  fi
+  step "start dockerd"
+  mkdir -p "$CACHE_DIR"
+  if pid_alive "$DOCKERD_PIDFILE" dockerd; then
+    log "dockerd pid $(cat "$DOCKERD_PIDFILE") runs but does not answer yet"
+  else
+    local others
+    others=$(host_dockerd_pids)
+    if [ -n "$others" ]; then
+      die "a dockerd this script did not start runs (pid $others) but 'docker info' fails; fix or stop it first"
+    fi
+    # setsid: the engine must outlive this script (and its terminal).
+    setsid dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null 9>&- &
+    echo $! >"$DOCKERD_PIDFILE"
+    log "dockerd started, pid $(cat "$DOCKERD_PIDFILE"), log $DOCKERD_LOG"
+  fi
+  wait_for 90 "docker engine" docker_ok ||
+    die "dockerd did not answer within 90 s; last lines of $DOCKERD_LOG:$(printf '\n'; tail -n 20 "$DOCKERD_LOG")"
+  step_done
+}
+
+# shellcheck disable=SC2153  # REGISTRY_ADDR comes from common.sh
+registry_ok() { curl -fsS -m 3 "http://$REGISTRY_ADDR/v2/" >/dev/null 2>&1; }
+
+deps_registry() {
+  if registry_ok; then
+    log "registry: answering on $REGISTRY_ADDR"
+    return 0
+  fi
+  step "start registry on $REGISTRY_ADDR"
+  mkdir -p "$REGISTRY_DIR/data"
+  cat >"$REGISTRY_DIR/config.yml" <<EOF
+# Written by sim/cluster.sh: the simulation's local registry, loopback only.
+version: 0.1
+log:
+  level: warn
+  fields:
+    service: a3sim-registry
+storage:
+  cache:
+    blobdescriptor: inmemory
+  filesystem:
+    rootdirectory: $REGISTRY_DIR/data
+  delete:
+    enabled: true
+http:
+  addr: $REGISTRY_ADDR
+EOF
+  if pid_alive "$REGISTRY_PIDFILE" docker-registry; then
+    log "registry pid $(cat "$REGISTRY_PIDFILE") runs but does not answer yet"
+  else
+    setsid docker-registry serve "$REGISTRY_DIR/config.yml" >>"$REGISTRY_DIR/registry.log" 2>&1 </dev/null 9>&- &
+    echo $! >"$REGISTRY_PIDFILE"
+    log "docker-registry started, pid $(cat "$REGISTRY_PIDFILE"), log $REGISTRY_DIR/registry.log"
+  fi
+  wait_for 30 "registry" registry_ok ||
+    die "registry did not answer on $REGISTRY_ADDR within 30 s (port taken by another program?); last lines of $REGISTRY_DIR/registry.log:$(printf '\n'; tail -n 20 "$REGISTRY_DIR/registry.log")"
+  step_done
+}
+
+cmd_deps() {
+  need_root
+  deps_packages
+  deps_dockerd
+  deps_registry
+}
