@@ -60,13 +60,18 @@ options:
     default: hccn_tool
   node:
     description:
-      - C(hccn_failure_message) only. Node name to start the message with.
+      - C(hccn_failure_message) only. Node name to start the message with (none by default).
     type: str
   hints:
     description:
       - C(hccn_failure_message) only. Append what to do for each failing check.
     type: bool
     default: true
+  peer_names:
+    description:
+      - "C(hccn_failure_message) only. C({vNIC IP: name}), e.g. C({'127.31.0.8': 'p0 device 7'}): a failed
+        C(hccs_ping) then names the peer C(to p0 device 7 (127.31.0.8)) instead of its IP alone."
+    type: dict
   option_prefix:
     description:
       - "C(hccn_failure_message) only. Prefix of the role variables named in the hints (V(preflight_) turns
@@ -148,9 +153,13 @@ def hccn_compare_tls(per_node, scope="all", tool="hccn_tool"):
     return [dict(f) for f in failures]
 
 
-def _readable(failure):
-    """hccn_check failures pass through; a compare_tls failure gets a 'seen' sentence."""
+def _readable(failure, peer_names=None):
+    """hccn_check failures pass through (a hccs_ping peer IP gets its node/device name when known);
+    a compare_tls failure gets a 'seen' sentence."""
     f = dict(failure)
+    peer = f.get("peer")
+    if peer and peer_names and peer in peer_names and isinstance(f.get("seen"), str):
+        f["seen"] = f["seen"].replace("to %s:" % peer, "to %s (%s):" % (peer_names[peer], peer), 1)
     if f.get("check") == "tls" and "expected" in f:
         if f.get("seen") is None:
             f["seen"] = "tls switch could not be read"
@@ -162,14 +171,17 @@ def _readable(failure):
     return f
 
 
-def hccn_failure_message(failures, node=None, hints=True, option_prefix=""):
+def hccn_failure_message(failures, node=None, hints=True, option_prefix="", peer_names=None):
     """One line naming every failing device of a node, with what to do; '' when there is none."""
     if not failures:
         return ""
     if not isinstance(failures, (list, tuple)):
         raise AnsibleFilterError("hccn_failure_message: the input must be a list of failures, got %s"
                                  % type(failures).__name__)
-    items = sorted((_readable(f) for f in failures),
+    if peer_names is not None and not isinstance(peer_names, dict):
+        raise AnsibleFilterError("hccn_failure_message: peer_names must be a dict {ip: name}, got %s"
+                                 % type(peer_names).__name__)
+    items = sorted((_readable(f, peer_names) for f in failures),
                    key=lambda f: (f["device"] if isinstance(f["device"], int) else 10 ** 6, str(f["check"])))
     msg = failure_message(items, hints=hints)
     prefix = "%d NPU network check(s) failed on this node: " % len(items)
@@ -182,8 +194,8 @@ def hccn_failure_message(failures, node=None, hints=True, option_prefix=""):
     for f in items:
         if f["device"] not in devices:
             devices.append(f["device"])
-    return "%s: %d NPU network check(s) failed on %d device(s) [%s]: %s" % (
-        node or "this node", len(items), len(devices), ", ".join(str(d) for d in devices), msg)
+    return "%s%d NPU network check(s) failed on %d device(s) [%s]: %s" % (
+        ("%s: " % node) if node else "", len(items), len(devices), ", ".join(str(d) for d in devices), msg)
 
 
 class FilterModule:

@@ -15,10 +15,12 @@ import urllib.request
 
 
 def scan(text: str, signatures: list):
-    """First matching signature in text: (signature dict, matching line) or (None, None)."""
-    compiled = [(s, re.compile(s["pattern"])) for s in signatures]
-    for line in text.splitlines():
-        for sig, rx in compiled:
+    """The first signature (in list order: specific ones first, generic ones last) that matches a line
+    of text: (signature dict, matching line) or (None, None)."""
+    lines = text.splitlines()
+    for sig in signatures:
+        rx = re.compile(sig["pattern"])
+        for line in lines:
             if rx.search(line):
                 return sig, line.strip()
     return None, None

@@ -27,7 +27,7 @@ HOST_KEYS = (
     "vllm_prefill_kv_port", "vllm_decode_kv_port",
     "vllm_prefill_lookup_rpc_port", "vllm_decode_lookup_rpc_port",
     "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port",
-    "hugepages_target", "hugepages_page_size",
+    "hugepages_target", "hugepages_page_size", "vllm_dp_address",
 )
 
 PLACEHOLDER_RE = re.compile(r"<[^>]*>|\bxxxx\b|CHANGE_?ME", re.IGNORECASE)
@@ -151,7 +151,7 @@ def derive(inv: dict) -> dict:
                 "dp_size": sides[side]["dp_size"],
                 "dp_size_local": local,
                 "dp_rank_start": start,
-                "dp_address": sides[side]["dp_address"],
+                "dp_address": v.get("vllm_dp_address") or sides[side]["dp_address"],
                 "dp_rpc_port": int(v["vllm_dp_rpc_port"]),
                 "tp_size": tp,
                 "kv_port": kv_port,
@@ -269,6 +269,14 @@ def _validate(inv: dict, allow_placeholders: bool = False):
         elif PLACEHOLDER_RE.search(str(nic)):
             placeholder_sink.append("%s: a3_nic_name is still the placeholder %r: set it to the business NIC name "
                           "(e.g. enp3s0, bond0)" % (h, nic))
+    for h in ordered:
+        override = hosts.get(h, {}).get("vllm_dp_address")
+        if override:
+            try:
+                ipaddress.ip_address(str(override))
+            except ValueError:
+                errors.append("%s: vllm_dp_address %r is not a valid IP address: remove it (the group's first host "
+                              "is used) or set an address of that host" % (h, override))
     for ip, hs in sorted(seen_ips.items()):
         if len(hs) > 1:
             errors.append("%s: a3_business_ip %s is used by %d hosts: every node needs its own business IP"
@@ -329,6 +337,13 @@ def _validate(inv: dict, allow_placeholders: bool = False):
         return errors, warnings
 
     topo = derive(inv)
+    for side in SIDES:
+        expected = topo["sides"][side]["dp_address"]
+        for h in groups[side]:
+            if topo["hosts"][h]["dp_address"] != expected:
+                warnings.append("%s: vllm_dp_address %s is not the %s group's first host (%s): the DP group only forms "
+                                "when every member points at rank 0's address (seed FAQ: DP 组无法建立连接)"
+                                % (h, topo["hosts"][h]["dp_address"], side, expected))
     ptp, dtp = topo["sides"]["prefill"]["tp_size"], topo["sides"]["decode"]["tp_size"]
     if ptp < dtp:
         errors.append("prefill/decode: vllm_prefill_tp_size %d is lower than vllm_decode_tp_size %d: the Mooncake "

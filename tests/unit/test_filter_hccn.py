@@ -149,8 +149,16 @@ def test_failure_message_from_compare_tls_and_option_prefix():
     assert 'device 1 tls: tls switch 1, but the other devices/nodes have 0' in msg
     assert '[reproduce: hccn_tool -i 1 -tls -g | grep switch]' in msg
     assert 'set preflight_strict_link: false' in msg
-    assert hccn_failure_message(failures, hints=False).startswith('this node: 1 NPU network check(s)')
+    assert hccn_failure_message(failures, hints=False).startswith('1 NPU network check(s) failed on 1 device(s) [1]: ')
     assert 'What to do' not in hccn_failure_message(failures, hints=False)
+
+
+def test_failure_message_names_the_peer_node():
+    msg = hccn_failure_message([PING_FAIL], peer_names={'127.31.0.8': 'p0 device 7'})
+    assert 'device 7 hccs_ping: to p0 device 7 (127.31.0.8): 0 of 3 packets received' in msg
+    assert 'to 127.31.0.8: 0 of 3' in hccn_failure_message([PING_FAIL], peer_names={'10.0.0.1': 'x'})
+    with pytest.raises(AnsibleFilterError, match='peer_names must be a dict'):
+        hccn_failure_message([PING_FAIL], peer_names=['p0'])
 
 
 def test_failure_message_rejects_non_list():
