@@ -18,6 +18,26 @@ step "unit, golden, validation and lint tests"
 pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/sim/test_tools.py
 [ "$mode" = fast ] && exit 0
 
-step "simulated cluster: images and engine tests"
+step "simulated cluster: images, the simulation's own tests"
 sim/cluster.sh deps build
-pytest -q -p no:cacheprovider tests/sim/test_engine.py
+# The engine simulator's tests run the real proxy and real yuanrong workers: a venv with the proxy's
+# dependencies and the datasystem wheel (the one the cluster build downloaded), and the unpacked sdist.
+. sim/.cache/artifacts.env
+if [ ! -x .cache/engine-venv/bin/dscli ]; then
+  python3 -m venv .cache/engine-venv
+  .cache/engine-venv/bin/pip install -q "fastapi<0.124.0" httpx uvicorn pytest==9.2.0 "$A3SIM_YUANRONG_WHEEL" \
+    2> >(grep -v "is ignored: it is neither" >&2)
+fi
+if [ ! -d .cache/vllm-ascend-src/vllm_ascend ]; then
+  mkdir -p .cache/vllm-ascend-src
+  tar -C .cache/vllm-ascend-src --strip-components=1 -xzf "$(ls sim/.cache/sdist/vllm*ascend-0.18.0.tar.gz)"
+fi
+A3SIM_ENGINE_PYTHON=$PWD/.cache/engine-venv/bin/python A3SIM_DSCLI=$PWD/.cache/engine-venv/bin/dscli \
+VLLM_ASCEND_SRC=$PWD/.cache/vllm-ascend-src \
+  .cache/engine-venv/bin/python -m pytest -q -p no:cacheprovider tests/sim/test_engine.py tests/sim/test_cluster.py
+
+step "molecule: the four-node simulated cluster (converge, idempotence, check mode, verify) and its faults"
+for scenario in default faults vnic_down hccn_not_mounted; do
+  step "molecule test -s $scenario"
+  molecule test -s "$scenario"
+done

@@ -1,0 +1,161 @@
+# -*- coding: utf-8 -*-
+"""Faults on the deployed simulated cluster. Each test: break one thing, run the collection as an
+operator would, check the message (naming host and cause) or the recovery, then repair.
+Runs in file order; later tests rely on the repairs of earlier ones."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import testinfra
+
+ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
+NODES = {n: testinfra.get_host("docker://a3sim-%s" % n) for n in ("p0", "p1", "d0", "d1")}
+IPS = {"p0": "127.30.0.11", "p1": "127.30.0.12", "d0": "127.30.0.13", "d1": "127.30.0.14"}
+HOST_VARS = ROOT / "inventories" / "sim" / "host_vars"
+
+
+def play(*args, timeout=900):
+    """ansible-playbook from the checkout with the sim inventory; returns (rc, output)."""
+    proc = subprocess.run(["ansible-playbook", "-i", "inventories/sim", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def recap_changed(out):
+    return {h: int(c) for h, c in re.findall(r"^(\w+)\s+: ok=\d+\s+changed=(\d+)", out, re.M)}
+
+
+def in_container(node, cmd):
+    return NODES[node].run("docker exec yr_glm5 bash -c %s", cmd)
+
+
+def registered():
+    out = NODES["p0"].check_output("etcdctl --endpoints %s:2379 get --prefix /datasystem/cluster/ --keys-only", IPS["p0"])
+    return sorted(k.rsplit("/", 1)[-1] for k in out.split())
+
+
+def wait_for(predicate, timeout=90, step=2):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+ALL_WORKERS = sorted("%s:18481" % ip for ip in IPS.values())
+
+
+def test_a_second_converge_changes_nothing():
+    rc, out = play("site.yml")
+    assert rc == 0, out[-3000:]
+    assert set(recap_changed(out).values()) == {0}, recap_changed(out)
+
+
+def test_dead_worker_is_restarted_by_the_next_run():
+    assert in_container("p1", "pkill -KILL -f -- -worker_address=%s:18481" % IPS["p1"]).rc == 0
+    assert wait_for(lambda: "%s:18481" % IPS["p1"] not in registered(), timeout=60), "the dead worker's key stayed"
+    rc, out = play("site.yml", "--tags", "yuanrong")
+    assert rc == 0, out[-3000:]
+    assert recap_changed(out)["p1"] > 0 and registered() == ALL_WORKERS
+
+
+def test_etcd_restart_keeps_data_and_workers_reregister():
+    NODES["p0"].check_output("etcdctl --endpoints %s:2379 put /ascend-vllm-pd/keep me", IPS["p0"])
+    NODES["p0"].check_output("systemctl restart ascend-etcd")
+    assert NODES["p0"].check_output("etcdctl --endpoints %s:2379 get --print-value-only /ascend-vllm-pd/keep",
+                                    IPS["p0"]) == "me"
+    assert wait_for(lambda: registered() == ALL_WORKERS, timeout=90), registered()
+    rc, out = play("site.yml", "--tags", "etcd,yuanrong")
+    assert rc == 0, out[-3000:]
+
+
+def test_etcd_unreachable_names_both_hosts():
+    NODES["p0"].check_output("systemctl stop ascend-etcd")
+    try:
+        rc, out = play("site.yml", "--tags", "yuanrong_run", "--limit", "d0,p0")
+        assert rc != 0
+        assert re.search(r"d0 cannot reach etcd at 127\.30\.0\.11:2379 on p0", out), out[-3000:]
+    finally:
+        NODES["p0"].check_output("systemctl start ascend-etcd")
+    assert wait_for(lambda: registered() == ALL_WORKERS, timeout=90), registered()
+
+
+def test_kv_port_already_bound_fails_early_with_advice():
+    # d1's decode rank 1 uses kv ports 30116-30131 on 127.30.0.14: take one, restart decode.
+    holder = NODES["d1"].run("nohup python3 -c 'import socket,time; s=socket.socket(); "
+                             "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\"%s\", 30120)); "
+                             "s.listen(); time.sleep(600)' >/dev/null 2>&1 & echo $!", IPS["d1"]).stdout.strip()
+    try:
+        assert play("playbooks/stop.yml", "--tags", "vllm", "--limit", "d0,d1")[0] == 0
+        start = time.monotonic()
+        rc, out = play("site.yml", "--tags", "vllm_decode", "--limit", "d0,d1,p0")
+        assert rc != 0 and time.monotonic() - start < 200
+        assert "Address already in use" in out and "Mooncake kv ports" in out, out[-4000:]
+        assert "d1" in out
+    finally:
+        NODES["d1"].run("kill %s", holder)
+    rc, out = play("site.yml", "--tags", "vllm_decode", "--limit", "d0,d1,p0")
+    assert rc == 0, out[-3000:]
+
+
+def test_wrong_dp_address_fails_with_the_faq_advice():
+    HOST_VARS.mkdir(exist_ok=True)
+    (HOST_VARS / "d1.yml").write_text("---\nvllm_dp_address: 127.30.0.12\n")   # p1, not d0
+    try:
+        rc, out = play("site.yml", "--tags", "vllm_decode", "--limit", "d0,d1,p0")
+        assert rc != 0
+        assert "the DP group did not form" in out and "--data-parallel-address" in out, out[-4000:]
+    finally:
+        (HOST_VARS / "d1.yml").unlink()
+        HOST_VARS.rmdir()
+    rc, out = play("site.yml", "--tags", "vllm_decode", "--limit", "d0,d1,p0")
+    assert rc == 0, out[-3000:]
+
+
+def test_missing_yuanrong_patch_is_named_by_the_patches_role():
+    # Take the repository back to the image's commit on p1 and run the patch set without the backend patch.
+    in_container("p1", "cd /vllm-workspace/vllm-ascend && git reset -q --hard v0.18.0")
+    table = ('{"patches_table": {"0.18.0": [{"file": "0001-Bugfix-Fix-negative-local_cache_hit-in-P-D-disaggreg.patch", '
+             '"repo": "/vllm-workspace/vllm", "purpose": "x"}]}}')
+    rc, out = play("site.yml", "--tags", "patches", "--limit", "p1", "-e", table)
+    assert rc != 0
+    assert re.search(r"p1: vllm-ascend's backend_map .* without 'yuanrong'", out) and "AssertionError" in out, out[-3000:]
+    rc, out = play("site.yml", "--tags", "patches", "--limit", "p1")
+    assert rc == 0 and recap_changed(out)["p1"] > 0, out[-3000:]
+
+
+def test_pythonhashseed_mismatch_shows_no_external_hits():
+    HOST_VARS.mkdir(exist_ok=True)
+    (HOST_VARS / "p1.yml").write_text("---\nvllm_env_extra: {PYTHONHASHSEED: \"1\", VLLM_ENGINE_READY_TIMEOUT_S: \"60\"}\n")
+    try:
+        rc, out = play("site.yml", "--tags", "vllm,verify")
+        assert rc != 0
+        assert "No external prefix cache hit on p1" in out and "PYTHONHASHSEED" in out, out[-4000:]
+        # p1 restarted, so decode restarted with it (the pair), prefill first
+        assert out.index("Prefill engines") < out.index("Decode engines")
+    finally:
+        (HOST_VARS / "p1.yml").unlink()
+        HOST_VARS.rmdir()
+    rc, out = play("site.yml", "--tags", "vllm,verify")
+    assert rc == 0, out[-3000:]
+
+
+def test_container_restart_is_repaired_by_a_rerun():
+    NODES["d1"].check_output("docker restart yr_glm5")
+    rc, out = play("site.yml")
+    assert rc == 0, out[-3000:]
+    assert registered() == ALL_WORKERS
+
+
+def test_status_fits_one_screen():
+    rc, out = play("playbooks/status.yml")
+    assert rc == 0, out[-3000:]
+    msg = out[out.index("Show the cluster"):]
+    for node in IPS:
+        assert re.search(r"\b%s\s+(prefill|decode)\s+%s\s+running" % (node, re.escape(IPS[node])), msg), msg[:3000]
