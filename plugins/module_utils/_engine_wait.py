@@ -73,6 +73,13 @@ def wait(urls, log_path, signatures, timeout, interval, start_offset=0, clock=ti
         if sig is not None:
             return dict(base, ok=False, signature=sig, line=line)
         if alive is not None and not alive():
+            # the launcher is gone: read what it wrote last before saying why
+            new, offset = read_from(log_path, offset) if log_path else ("", offset)
+            seen = (seen + new)[-200000:]
+            sig, line = scan(seen, signatures)
+            base["log_tail"] = tail(seen)
+            if sig is not None:
+                return dict(base, ok=False, signature=sig, line=line)
             return dict(base, ok=False, signature={"pattern": "launcher exited",
                                                    "advice": "the launcher and all its engines exited: read the log tail below"},
                         line="(no engine process left)")

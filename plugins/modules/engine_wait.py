@@ -10,7 +10,7 @@ short_description: Wait for vLLM engine ranks to answer /health, failing early o
 description:
   - Polls each URL until it answers HTTP 200 while reading the launcher's log from a byte offset; a line matching
     one of O(signatures) ends the wait at once with that signature's advice and the log tail.
-  - Also ends early when the process group named by O(pgid_file) is gone.
+  - Also ends early when O(alive_command) says the launcher is gone.
 version_added: 0.1.0
 author: ascend.vllm_pd contributors
 options:
@@ -39,9 +39,13 @@ options:
     description: Seconds between polls.
     type: int
     default: 5
-  pgid_file:
-    description: File holding the launcher's process group id; the wait ends when that group is gone.
-    type: path
+  alive_command:
+    description:
+      - Command (argv) that exits 0 while the launcher still runs; the wait ends early when it fails.
+      - The launcher runs in the container's PID namespace, so this is typically a C(docker exec) of a
+        C(kill -0) on its process group.
+    type: list
+    elements: str
 attributes:
   check_mode:
     support: full
@@ -81,22 +85,20 @@ waited:
   type: float
 """
 
-import os
+import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._engine_wait import wait
 
 
-def _group_alive(pgid_file):
+def _command_alive(argv):
     def alive():
         try:
-            with open(pgid_file) as fh:
-                pgid = int(fh.read().strip())
-            os.killpg(pgid, 0)
-            return True
-        except (OSError, ValueError):
-            return False
+            return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30,
+                                  check=False).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return True  # cannot tell: keep waiting for /health
     return alive
 
 
@@ -109,7 +111,7 @@ def main():
             signatures=dict(type="list", elements="dict", default=[]),
             timeout=dict(type="int", default=3600),
             interval=dict(type="int", default=5),
-            pgid_file=dict(type="path"),
+            alive_command=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,
     )
@@ -120,7 +122,7 @@ def main():
         if "pattern" not in sig:
             module.fail_json(msg="each signature needs a 'pattern' (and an 'advice'): got %r" % (sig,))
     res = wait(p["urls"], p["log_path"], p["signatures"], p["timeout"], p["interval"], p["log_offset"],
-               alive=_group_alive(p["pgid_file"]) if p["pgid_file"] else None)
+               alive=_command_alive(p["alive_command"]) if p["alive_command"] else None)
     out = {k: res[k] for k in ("ready", "pending", "log_tail", "waited")}
     if res["ok"]:
         module.exit_json(changed=False, **out)
