@@ -30,7 +30,7 @@ if [ ! -x .cache/engine-venv/bin/dscli ]; then
 fi
 if [ ! -d .cache/vllm-ascend-src/vllm_ascend ]; then
   mkdir -p .cache/vllm-ascend-src
-  tar -C .cache/vllm-ascend-src --strip-components=1 -xzf "$(ls sim/.cache/sdist/vllm*ascend-0.18.0.tar.gz)"
+  tar -C .cache/vllm-ascend-src --strip-components=1 -xzf "$A3SIM_VLLM_ASCEND_SDIST"
 fi
 A3SIM_ENGINE_PYTHON=$PWD/.cache/engine-venv/bin/python A3SIM_DSCLI=$PWD/.cache/engine-venv/bin/dscli \
 VLLM_ASCEND_SRC=$PWD/.cache/vllm-ascend-src \

@@ -416,6 +416,7 @@ A3SIM_ETCD_ARCHIVE=$ETCD_ARCHIVE
 A3SIM_ETCD_SHA256=$ETCD_SHA256
 A3SIM_YUANRONG_WHEEL=$YUANRONG_WHEEL
 A3SIM_YUANRONG_SHA256=$(sha256sum "$YUANRONG_WHEEL" | cut -d' ' -f1)
+A3SIM_VLLM_ASCEND_SDIST=$SDIST_FILE
 EOF
 }
 
@@ -432,6 +433,7 @@ cmd_build() {
   prune_old_images
   build_etcd_archive
   download_yuanrong
+  download_sdist   # also for the engine simulator's tests (test.sh), even when the image was cached
   write_artifacts_env
   log "build: done in $(_elapsed "$t") s; node image $NODE_IMAGE, substitute $VLLM_IMAGE -> $VLLM_IMAGE_REF"
   log "artifacts: $ARTIFACTS_ENV"
