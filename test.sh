@@ -19,7 +19,7 @@ pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lin
 [ "$mode" = fast ] && exit 0
 
 step "simulated cluster: images, the simulation's own tests"
-sim/cluster.sh deps build
+sim/cluster.sh build   # installs and starts what it needs (deps) first
 # The engine simulator's tests run the real proxy and real yuanrong workers: a venv with the proxy's
 # dependencies and the datasystem wheel (the one the cluster build downloaded), and the unpacked sdist.
 . sim/.cache/artifacts.env
