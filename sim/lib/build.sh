@@ -316,9 +316,10 @@ build_node_image() {
   copy_tree "$SIM_DIR/images/node" "$ctx"
   mkdir -p "$ctx/rootfs/usr/local/bin" "$ctx/rootfs/usr/local/Ascend/driver/tools" "$ctx/rootfs/usr/local/sbin"
   # npu-smi is bind-mounted alone into the vllm container (seed step 2), hccn_tool with the whole driver
-  # directory: each gets the shared module beside it.
-  for t in npu-smi:usr/local/bin hccn_tool:usr/local/Ascend/driver/tools \
-    a3sim_tools.py:usr/local/bin a3sim_tools.py:usr/local/Ascend/driver/tools; do
+  # directory: both are the same sh front end (sim/tools/npu-smi links to hccn_tool), and the Python
+  # implementations sit in the driver directory, where the front end finds them in either place.
+  for t in npu-smi:usr/local/bin hccn_tool:usr/local/Ascend/driver/tools hccn_tool.py:usr/local/Ascend/driver/tools \
+    npu_smi.py:usr/local/Ascend/driver/tools a3sim_tools.py:usr/local/Ascend/driver/tools; do
     if [ -f "$tools/${t%%:*}" ]; then
       cp "$tools/${t%%:*}" "$ctx/rootfs/${t#*:}/"
     else

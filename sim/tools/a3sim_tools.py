@@ -7,17 +7,19 @@ Reads the node identity file and the fault file described in docs/SIM-CONTRACT.m
 Tool messages go to stdout like the real tools; problems of the simulation itself (unreadable
 node.json or faults.json) go to stderr prefixed "a3sim:" with EXIT_SETUP.
 """
-import hashlib
+import io
 import json
 import os
 import sys
 import time
+import zlib
 
 NODE_FILE = "/etc/a3sim/node.json"
 FAULTS_FILE = "/etc/a3sim/faults.json"
 EXIT_SETUP = 3
 DEFAULT_NPUS = 16
 DRIVER_VERSION = "25.5.0"
+_delay_s = 0.0  # the modelled latency slept by this call (Sim.delay), kept in the cache entry
 
 
 class ToolError(Exception):
@@ -69,11 +71,13 @@ class Sim:
 
     def delay(self, op):
         """Fault `delay_ms`: a number (every command) or a dict op -> ms with optional "*" default."""
+        global _delay_s
         d = self.faults.get("delay_ms") or 0
         if isinstance(d, dict):
             d = d.get(op, d.get("*", 0))
         if d:
-            time.sleep(float(d) / 1000)
+            _delay_s = float(d) / 1000
+            time.sleep(_delay_s)
 
     def vnic_ips(self):
         """{ip: (node name, device)} for every node of the cluster."""
@@ -93,16 +97,38 @@ class Sim:
 
 def jitter(*parts, lo=0.0, span=1.0):
     """Deterministic pseudo-random float in [lo, lo+span) derived from `parts`."""
-    h = int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "big")
-    return lo + span * h / 2**32
+    return lo + span * zlib.crc32(repr(parts).encode()) / 2**32
+
+
+def _store(entry, out, code):
+    """Cache entry of the front end (sim/tools/hccn_tool): ENTRY.out, then ENTRY.rc ("rc delay_s"), each
+    written to a temporary name and renamed, so a reader that finds .rc finds the whole .out. Best effort:
+    an unwritable cache only means the next call runs Python again."""
+    try:
+        os.makedirs(os.path.dirname(entry), exist_ok=True)
+        for suffix, text in ((".out", out), (".rc", f"{code} {_delay_s:g}\n")):
+            tmp = f"{entry}{suffix}.{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, entry + suffix)
+    except OSError:
+        pass
 
 
 def run(main):
-    """Run `main(argv) -> exit code`, turning ToolError into its message and code."""
+    """Run `main(argv) -> exit code`, turning ToolError into its message and code; store the answer in
+    the front end's cache entry (env A3SIM_CACHE_ENTRY) unless it went to stderr."""
+    real_stdout, sys.stdout = sys.stdout, io.StringIO()
+    cacheable = True
     try:
         code = main(sys.argv[1:])
     except ToolError as e:
         print(e.message, file=sys.stderr if e.stderr else sys.stdout)
-        code = e.code
+        code, cacheable = e.code, not e.stderr
+    out, sys.stdout = sys.stdout.getvalue(), real_stdout
+    sys.stdout.write(out)
     sys.stdout.flush()
+    entry = os.environ.get("A3SIM_CACHE_ENTRY")
+    if entry and cacheable:
+        _store(entry, out, code)
     sys.exit(code)

@@ -113,9 +113,10 @@ def test_hccn_conf_agrees_with_simulated_hccn_tool(tmp_path):
     node_file = tmp_path / "node.json"
     node_file.write_text(identity("node-json", "p1"))
     conf = dict(line.split("=", 1) for line in identity("hccn-conf", "p1").splitlines())
-    env = {**os.environ, "A3SIM_NODE_FILE": str(node_file), "A3SIM_FAULTS_FILE": str(tmp_path / "none")}
+    env = {**os.environ, "A3SIM_NODE_FILE": str(node_file), "A3SIM_FAULTS_FILE": str(tmp_path / "none"),
+           "A3SIM_CACHE_DIR": str(tmp_path / "cache")}
     for d in (0, 15):
-        res = run("python3", str(SIM / "tools" / "hccn_tool"), "-i", str(d), "-ip", "-g", env=env)
+        res = run(str(SIM / "tools" / "hccn_tool"), "-i", str(d), "-ip", "-g", env=env)
         assert res.returncode == 0, res.stderr
         assert f"ipaddr:{conf[f'address_{d}']}" in res.stdout
         assert f"netmask:{conf[f'netmask_{d}']}" in res.stdout

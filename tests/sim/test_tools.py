@@ -1,7 +1,8 @@
 """Tests of the simulated Ascend tools sim/tools/npu-smi and sim/tools/hccn_tool.
 
-The scripts run as subprocesses (through their `#!/usr/bin/env python3` line) against temporary
-node.json / faults.json files (env A3SIM_NODE_FILE / A3SIM_FAULTS_FILE). Outputs are compared
+The tools run as subprocesses (the sh front end sim/tools/hccn_tool, also called as npu-smi, and the
+Python implementation it starts) against temporary node.json / faults.json files (env A3SIM_NODE_FILE /
+A3SIM_FAULTS_FILE) with a cache directory of the test's own (A3SIM_CACHE_DIR). Outputs are compared
 with the real-format samples in <shared>/fixtures (env A3_SHARED_DIR overrides <shared>).
 """
 import json
@@ -37,13 +38,14 @@ def node_json(name=ME, npus=16):
 @pytest.fixture
 def sim(tmp_path):
     """sim(tool, *args, faults=None, node=node_json()) -> CompletedProcess."""
-    def run(tool, *args, faults=None, node=None, faults_text=None, timeout=30):
+    def run(tool, *args, faults=None, node=None, faults_text=None, timeout=30, env_extra=None):
         node_file, faults_file = tmp_path / "node.json", tmp_path / "faults.json"
         node_file.write_text(json.dumps(node or node_json()))
         faults_file.unlink(missing_ok=True)
         if faults is not None or faults_text is not None:
             faults_file.write_text(faults_text if faults_text is not None else json.dumps(faults))
-        env = dict(os.environ, A3SIM_NODE_FILE=str(node_file), A3SIM_FAULTS_FILE=str(faults_file))
+        env = dict(os.environ, A3SIM_NODE_FILE=str(node_file), A3SIM_FAULTS_FILE=str(faults_file),
+                   A3SIM_CACHE_DIR=str(tmp_path / "cache"), **(env_extra or {}))
         return subprocess.run([str(TOOLS / tool), *map(str, args)], capture_output=True, text=True,
                               env=env, timeout=timeout)
     return run
@@ -331,3 +333,53 @@ def test_delay_ms(sim):
     assert timed(lambda: sim("npu-smi", "info", faults={"delay_ms": 600})) >= 0.6
     with pytest.raises(subprocess.TimeoutExpired):
         sim("hccn_tool", "-i", 0, "-vnic", "-g", faults={"delay_ms": {"*": 5000}}, timeout=0.5)
+
+
+# ---------------------------------------------------------------- the front end's answer cache
+
+def cache_entries(tmp_path, suffix=".rc"):
+    return sorted(p.name for p in (tmp_path / "cache").glob("*" + suffix)) if (tmp_path / "cache").is_dir() else []
+
+
+def test_cache_answers_a_repeated_call(sim, tmp_path):
+    first = sim("hccn_tool", "-i", 3, "-vnic", "-g")
+    (entry,) = cache_entries(tmp_path)
+    assert entry.startswith("hccn_tool.") and entry.endswith(".-i_3_-vnic_-g.rc")
+    # the second call takes the stored answer: prove it by marking the stored text
+    out = tmp_path / "cache" / entry.replace(".rc", ".out")
+    out.write_text(out.read_text().replace("UP", "UP(cached)"))
+    second = sim("hccn_tool", "-i", 3, "-vnic", "-g")
+    assert second.returncode == first.returncode == 0
+    assert second.stdout == first.stdout.replace("UP", "UP(cached)")
+    # A3SIM_NO_CACHE runs Python again
+    assert sim("hccn_tool", "-i", 3, "-vnic", "-g", env_extra={"A3SIM_NO_CACHE": "1"}).stdout == first.stdout
+
+
+def test_cache_follows_the_fault_file(sim, tmp_path):
+    assert ok(sim("hccn_tool", "-i", 5, "-link", "-g")) == "link status: UP\n"
+    assert ok(sim("hccn_tool", "-i", 5, "-link", "-g", faults={"link_down": [5]})) == "link status: DOWN\n"
+    assert ok(sim("hccn_tool", "-i", 5, "-link", "-g", faults={})) == "link status: UP\n"
+    # a missing fault file (healthy) and an empty one (unreadable: setup error) are different keys
+    proc = sim("hccn_tool", "-i", 5, "-link", "-g", faults_text="")
+    assert proc.returncode == 3 and proc.stderr.startswith("a3sim:")
+    # answers on stderr are not stored: three healthy answers (no file, {} and link_down) are
+    assert len(cache_entries(tmp_path)) == 3
+    # a different node identity is a different key too
+    assert ok(sim("hccn_tool", "-i", 5, "-vnic", "-g", node=node_json("d1"))).count("127.31.3.6") == 1
+
+
+def test_cache_keeps_exit_codes_and_delays(sim, tmp_path):
+    for _ in range(2):
+        proc = ping(sim, 0, PEER_IP, faults={"hccs_ping_unsupported": True, "delay_ms": {"hccs_ping": 700}})
+        assert (proc.returncode, proc.stdout) == (1, "This device does not support this function.\n")
+    assert len(cache_entries(tmp_path)) == 1
+    assert timed(lambda: sim("npu-smi", "info", faults={"delay_ms": 600})) >= 0.6
+    assert timed(lambda: sim("npu-smi", "info", faults={"delay_ms": 600})) >= 0.6  # from the cache
+    assert len(cache_entries(tmp_path)) == 2
+
+
+def test_cache_skips_arguments_that_are_no_file_name(sim, tmp_path):
+    proc = sim("hccn_tool", "-i", 0, "-hccs_ping", "-g", "address", "1.2.3.4/8")
+    assert proc.returncode == 2
+    assert sim("npu-smi").returncode == 1
+    assert cache_entries(tmp_path) == []
