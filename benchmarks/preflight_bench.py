@@ -18,17 +18,28 @@ simulated cluster, 4 nodes x 16 NPUs, sim/cluster.sh up) with the checkout's ans
 The naive playbook does less work (one peer instead of three, no host checks, no judging), so the
 ratio understates the role's advantage.
 
-  .venv/bin/python benchmarks/preflight_bench.py [-i inventories/sim] [--runs 3] [--pipelining] [--equal-work] [--naive-tasks]
-                                                 [--tool-delay-ms '{"*": 100, "hccs_ping": 1000}']
+  .venv/bin/python benchmarks/preflight_bench.py [-i inventories/sim] [--runs 3] [--warmup 1] [--pipelining]
+        [--equal-work] [--naive-tasks] [--tool-delay-ms '{"*": 100, "hccs_ping": 1000}' | --sweep-ms 0,100,500]
 
 --equal-work also times the naive playbook doing the role's NPU coverage (-ip -g too, and hccs_ping to
 the same device of every other node instead of one), as a third number; --naive-tasks times the naive
 checks written literally as one separate task per device and check (a loop item is cheaper than a task).
 
---tool-delay-ms models the latency of the real tools on the simulated nodes (the simulated tools
-answer at once): it writes a delay file to /tmp on each node and points the simulated tools at it
-through A3SIM_FAULTS_FILE for these runs only (the shared /etc/a3sim/faults.json is not touched),
-then removes it. --pipelining sets ANSIBLE_PIPELINING=True for both playbooks.
+The role and the largest naive playbook first run --warmup times untimed (printed as warm-up): the
+simulated tools answer a repeated call from a cache (a few ms, like the compiled tools; a first call
+starts Python, ~20 ms), and the warm-up fills it with every command both sides run.
+
+The simulated tools answer at once; the real ones wait on the driver and the fabric, by an amount we
+cannot measure without hardware. --tool-delay-ms models it: it writes a delay file to /tmp on each node
+and points the simulated tools at it through A3SIM_FAULTS_FILE for these runs only (the shared
+/etc/a3sim/faults.json is not touched), then removes it. --sweep-ms measures several uniform latencies
+in turn and prints one table. --pipelining sets ANSIBLE_PIPELINING=True for both playbooks.
+
+Where the time goes (the model behind the numbers): the naive loop costs one Ansible task execution per
+device and check, one after another (81 per node, 129 for the role's coverage), each paying the tool's
+latency; the role costs a fixed number of round trips per node (npu-smi, hccn pass 1, hccn pass 2, one
+host read) plus, per device in parallel, 5 queries and 3 pings in a row. So the ratio grows with the
+tools' latency towards (80 + 16)/(5 + 3) = 12x against the seed's loop and 16x against equal coverage.
 """
 from __future__ import annotations
 
@@ -109,8 +120,8 @@ def adhoc(args, module: str, module_args: str) -> None:
                    cwd=ROOT, env=env_for(args), capture_output=True, text=True, check=True)
 
 
-def run_playbook(args, kind: str, extra: dict, log_dir: Path, index: int) -> tuple[float, int, Path]:
-    log = log_dir / ("%s-%d.log" % (kind, index))
+def run_playbook(args, kind: str, extra: dict, log_dir: Path, index: str) -> tuple[float, int, Path]:
+    log = log_dir / ("%s-%s.log" % (kind, index))
     cmd = [ansible_bin("ansible-playbook"), "-i", args.inventory, str(PLAYBOOK[kind] or log_dir / "naive_tasks.yml")]
     extra = dict(extra, naive_equal_work=True) if kind == "equal" else extra
     if extra:
@@ -122,10 +133,26 @@ def run_playbook(args, kind: str, extra: dict, log_dir: Path, index: int) -> tup
     return time.monotonic() - start, rc, log
 
 
+def delay_models(args) -> list:
+    """[(label, delay_ms value for the simulated tools or None)] in the order they are measured."""
+    models = []
+    if args.sweep_ms:
+        for ms in args.sweep_ms.split(","):
+            ms = int(ms)
+            models.append(("%d ms/command" % ms, {"*": ms} if ms else None))
+    elif args.tool_delay_ms:
+        models.append((args.tool_delay_ms, json.loads(args.tool_delay_ms)))
+    else:
+        models.append(("none", None))
+    return models
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-i", "--inventory", default="inventories/sim", help="inventory (default: inventories/sim)")
-    parser.add_argument("--runs", type=int, default=1, help="runs of each playbook, alternating (default 1)")
+    parser.add_argument("--runs", type=int, default=1, help="timed runs of each playbook, alternating (default 1)")
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="untimed runs of each playbook first (default 1: fills the simulated tools' answer cache)")
     parser.add_argument("--pipelining", action="store_true", help="ANSIBLE_PIPELINING=True for both playbooks")
     parser.add_argument("--equal-work", action="store_true",
                         help="also time the naive playbook doing the role's NPU coverage (-ip -g, hccs_ping to every other node)")
@@ -134,12 +161,16 @@ def main() -> int:
     parser.add_argument("--tool-delay-ms", default="",
                         help='modelled tool latency, JSON for the simulated tools\' delay_ms, e.g. \'{"*": 100, '
                              '"hccs_ping": 1000}\' (ms per command; default: none)')
+    parser.add_argument("--sweep-ms", default="",
+                        help="comma-separated latencies (ms per tool command, every command alike), each measured in turn, "
+                             "e.g. 0,100,500; overrides --tool-delay-ms")
     args = parser.parse_args()
 
     hosts, npus = inventory_shape(args)
-    print("inventory %s: %d nodes (%s) x %d NPUs; ansible.cfg %s; pipelining %s; tool delay %s"
+    models = delay_models(args)
+    print("inventory %s: %d nodes (%s) x %d NPUs; ansible.cfg %s; pipelining %s; %d warm-up + %d timed run(s) per playbook"
           % (args.inventory, len(hosts), ", ".join(hosts), npus, ROOT / "ansible.cfg",
-             "on" if args.pipelining else "as configured", args.tool_delay_ms or "none (simulated tools answer at once)"))
+             "on" if args.pipelining else "as configured", args.warmup, args.runs))
     per_node_naive = 1 + 5 * npus
     print("naive: %d task executions per node (npu-smi + 5 checks x %d devices), %d in all"
           % (per_node_naive, npus, per_node_naive * len(hosts)))
@@ -149,39 +180,48 @@ def main() -> int:
         print("naive, same coverage: %d task executions per node (npu-smi + %d devices x (5 checks + %d peers)), %d in all"
               % (per_node_equal, npus, len(hosts) - 1, per_node_equal * len(hosts)))
 
-    extra = {}
-    if args.tool_delay_ms:
-        delay = json.loads(args.tool_delay_ms)
-        adhoc(args, "ansible.builtin.copy", "dest=%s mode=0644 content=%s"
-              % (DELAY_FILE, json.dumps(json.dumps({"delay_ms": delay}))))
-        extra = {"bench_env": {"A3SIM_FAULTS_FILE": DELAY_FILE}}
-
     log_dir = Path(tempfile.mkdtemp(prefix="preflight-bench-"))
     if args.naive_tasks:
         tasks_playbook(log_dir / "naive_tasks.yml", npus)
-    times = dict((kind, []) for kind in kinds)
+    table = []
     failed = []
-    try:
-        for index in range(args.runs):
-            for kind in kinds:
-                seconds, rc, log = run_playbook(args, kind, extra, log_dir, index)
-                times[kind].append(seconds)
-                print("run %d %-5s %7.1f s  rc %d  (%s)" % (index + 1, kind, seconds, rc, log))
-                if rc != 0:
-                    failed.append("%s run %d rc %d (see %s)" % (kind, index + 1, rc, log))
-                sys.stdout.flush()
-    finally:
-        if args.tool_delay_ms:
-            adhoc(args, "ansible.builtin.file", "path=%s state=absent" % DELAY_FILE)
+    for label, delay in models:
+        print("\n== modelled tool latency: %s" % (label if delay else "none (the simulated tools answer at once)"))
+        extra = {}
+        if delay:
+            adhoc(args, "ansible.builtin.copy", "dest=%s mode=0644 content=%s"
+                  % (DELAY_FILE, json.dumps(json.dumps({"delay_ms": delay}))))
+            extra = {"bench_env": {"A3SIM_FAULTS_FILE": DELAY_FILE}}
+        times = dict((kind, []) for kind in kinds)
+        try:
+            for index in range(args.warmup + args.runs):
+                warm = index < args.warmup
+                # a warm-up of the role and of the largest naive playbook runs every command the others run
+                for kind in [k for k in kinds if not warm or k in ("role", kinds[2] if args.equal_work else "naive")]:
+                    seconds, rc, log = run_playbook(args, kind, extra, log_dir, "%s-%d" % (label.split()[0], index))
+                    if not warm:
+                        times[kind].append(seconds)
+                    print("%s %d %-5s %7.1f s  rc %d  (%s)" % ("warm-up" if warm else "run", index + 1, kind, seconds, rc, log))
+                    if rc != 0:
+                        failed.append("%s %s run %d rc %d (see %s)" % (label, kind, index + 1, rc, log))
+                    sys.stdout.flush()
+        finally:
+            if delay:
+                adhoc(args, "ansible.builtin.file", "path=%s state=absent" % DELAY_FILE)
+        medians = dict((kind, statistics.median(times[kind])) for kind in kinds)
+        for kind in kinds:
+            print("%-42s %7.1f s  (median of %d; min %.1f s)"
+                  % (LABEL[kind] + ":", medians[kind], len(times[kind]), min(times[kind])))
+        for kind in kinds[1:]:
+            print("ratio %-36s %7.1fx  (target >= 10x)" % ("%s / role:" % kind, medians[kind] / medians["role"]))
+        table.append((label if delay else "none", medians))
 
-    role = statistics.median(times["role"])
-    print("")
-    for kind in kinds:
-        print("%-42s %7.1f s  (median of %d; min %.1f s)"
-              % (LABEL[kind] + ":", statistics.median(times[kind]), len(times[kind]), min(times[kind])))
-    for kind in kinds[1:]:
-        print("ratio %-36s %7.1fx  (target >= 10x)"
-              % ("%s / role:" % kind, statistics.median(times[kind]) / role))
+    if len(table) > 1:
+        print("\n%-16s" % "latency" + "".join("%12s" % kind for kind in kinds)
+              + "".join("%14s" % ("%s/role" % kind) for kind in kinds[1:]))
+        for label, medians in table:
+            print("%-16s" % label + "".join("%11.1fs" % medians[kind] for kind in kinds)
+                  + "".join("%13.1fx" % (medians[kind] / medians["role"]) for kind in kinds[1:]))
     if failed:
         print("WARNING: some runs failed, their times do not measure a full run: " + "; ".join(failed))
         return 1

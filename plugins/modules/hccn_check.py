@@ -91,16 +91,8 @@ options:
       - Fail instead of warn when C(-net_health -g) is not C(Success).
     type: bool
     default: false
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in diff mode).
-    support: none
-  idempotent:
-    description: The module only reads; running it again gives the same result on an unchanged network.
-    support: full
+extends_documentation_fragment:
+  - ascend.vllm_pd.attributes
 notes:
   - "Two passes across nodes: first run with no O(peers) on every node (vNIC IPs land in RV(vnic_ips)), then
     build each node's peers from all nodes' RV(vnic_ips) and run again with O(checks=[hccs_ping]) (or all)."

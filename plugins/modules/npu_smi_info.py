@@ -63,19 +63,9 @@ options:
       - Set to V(0) to disable this part of the check.
     type: int
     default: 8192
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in diff mode).
-    support: none
-  idempotent:
-    description: The module only reads; running it again gives the same result on an unchanged machine.
-    support: full
-  facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
-    support: full
+extends_documentation_fragment:
+  - ascend.vllm_pd.attributes
+  - ascend.vllm_pd.attributes.facts
 notes:
   - Chips are identified by their Phy-ID, the id C(hccn_tool -i) takes (0-15 on an A3, two chips per card).
     Older boards print no Phy-ID; their chips have RV(ansible_facts.npu_smi.chips[].phy_id=null).

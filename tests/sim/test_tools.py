@@ -344,7 +344,7 @@ def cache_entries(tmp_path, suffix=".rc"):
 def test_cache_answers_a_repeated_call(sim, tmp_path):
     first = sim("hccn_tool", "-i", 3, "-vnic", "-g")
     (entry,) = cache_entries(tmp_path)
-    assert entry.startswith("hccn_tool.") and entry.endswith(".-i_3_-vnic_-g.rc")
+    assert entry.startswith("hccn_tool.") and entry.endswith(".x.-i_3_-vnic_-g.rc")
     # the second call takes the stored answer: prove it by marking the stored text
     out = tmp_path / "cache" / entry.replace(".rc", ".out")
     out.write_text(out.read_text().replace("UP", "UP(cached)"))
