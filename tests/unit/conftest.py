@@ -108,6 +108,18 @@ def module_spec(monkeypatch):
     return load
 
 
+def _fragment(name):
+    """The parsed text of one of the collection's doc fragments, e.g. ascend.vllm_pd.attributes.facts
+    (ansible-doc resolves them the same way: plugins/doc_fragments/<file>.py, attribute DOCUMENTATION or
+    the upper-cased suffix)."""
+    import importlib
+    import yaml
+    parts = name.split('.')
+    assert parts[:2] == ['ascend', 'vllm_pd'], 'only the collection\'s own fragments are resolved here: %s' % name
+    mod = importlib.import_module('ansible_collections.ascend.vllm_pd.plugins.doc_fragments.%s' % parts[2])
+    return yaml.safe_load(getattr(mod.ModuleDocFragment, parts[3].upper() if len(parts) > 3 else 'DOCUMENTATION'))
+
+
 def assert_docs_match_spec(docs, spec):
     """Every option documented with the argument spec's type, default, choices and elements."""
     options = docs['DOCUMENTATION']['options']
@@ -119,7 +131,9 @@ def assert_docs_match_spec(docs, spec):
         assert doc.get('choices') == arg.get('choices'), name
         assert doc.get('elements') == arg.get('elements'), name
         assert doc.get('description'), name
-    attributes = docs['DOCUMENTATION']['attributes']
+    attributes = dict(docs['DOCUMENTATION'].get('attributes') or {})
+    for fragment in docs['DOCUMENTATION'].get('extends_documentation_fragment') or []:
+        attributes.update(_fragment(fragment).get('attributes') or {})
     assert attributes['check_mode']['support'] == 'full'
     assert attributes['diff_mode']['support'] == 'none'
     for key, value in docs['RETURN'].items():
