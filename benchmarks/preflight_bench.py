@@ -64,6 +64,7 @@ LABEL = {"role": "preflight role (all checks, 4 phases)",
          "equal": "naive, same NPU coverage as the role",
          "tasks": "naive, one separate task per device+check"}
 CHECKS = ("vnic", "link", "net_health", "tls")
+DELAY_FILE = "/tmp/a3sim-bench-delay.json"
 
 
 def tasks_playbook(path: Path, npus: int) -> Path:
@@ -90,7 +91,6 @@ def tasks_playbook(path: Path, npus: int) -> Path:
                   "      changed_when: false"]
     path.write_text("\n".join(lines) + "\n")
     return path
-DELAY_FILE = "/tmp/a3sim-bench-delay.json"
 
 
 def ansible_bin(name: str) -> str:

@@ -61,10 +61,16 @@ def wait(urls, log_path, signatures, timeout, interval, start_offset=0, clock=ti
     offset = start_offset
     seen = ""
     ready = []
-    while True:
+
+    def catch_up():
+        """Read what the log gained since the last read into `seen`; return the new text."""
+        nonlocal offset, seen
         new, offset = read_from(log_path, offset) if log_path else ("", offset)
         seen = (seen + new)[-200000:]
-        sig, line = scan(new, signatures)
+        return new
+
+    while True:
+        sig, line = scan(catch_up(), signatures)
         ready = [u for u in urls if prober(u)]
         base = {"ready": ready, "pending": [u for u in urls if u not in ready], "waited": round(clock() - start, 1),
                 "log_tail": tail(seen)}
@@ -74,8 +80,7 @@ def wait(urls, log_path, signatures, timeout, interval, start_offset=0, clock=ti
             return dict(base, ok=False, signature=sig, line=line)
         if alive is not None and not alive():
             # the launcher is gone: read what it wrote last before saying why
-            new, offset = read_from(log_path, offset) if log_path else ("", offset)
-            seen = (seen + new)[-200000:]
+            catch_up()
             sig, line = scan(seen, signatures)
             base["log_tail"] = tail(seen)
             if sig is not None:
