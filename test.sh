@@ -37,7 +37,7 @@ VLLM_ASCEND_SRC=$PWD/.cache/vllm-ascend-src \
   .cache/engine-venv/bin/python -m pytest -q -p no:cacheprovider tests/sim/test_engine.py tests/sim/test_cluster.py
 
 step "molecule: the four-node simulated cluster (converge, idempotence, check mode, verify) and its faults"
-for scenario in default vnic_down hccn_not_mounted; do
+for scenario in default preflight_faults vnic_down hccn_not_mounted; do
   step "molecule test -s $scenario"
   molecule test -s "$scenario"
 done

@@ -10,8 +10,8 @@ description:
   - Reads the per-host variables of the C(prefill) and C(decode) groups and derives everything else once
     (dp size and rank starts, dp address, etcd and proxy hosts, proxy backend lists, DS_WORKER_ADDR,
     kv port ranges, the Mooncake prefill/decode blocks).
-  - The same file provides C(size_gib), C(size_mib), C(size_bytes), C(meminfo), C(sections) (the preflight's
-    host read, see plugins/module_utils/_host.py), C(serve_lines), C(shell_dq),
+  - The same file provides C(size_gib), C(size_mib), C(size_bytes), C(meminfo), C(sections), C(stat_types),
+    C(cann_version) and C(port_hits) (the preflight's host read, see plugins/module_utils/_host.py), C(serve_lines), C(shell_dq),
     C(launcher_argv) and C(engine_processes) (see plugins/module_utils/_render.py).
 positional: _input
 options:
@@ -37,7 +37,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._host import parse_sections
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._host import (
+    cann_version, parse_sections, parse_stat, port_hits)
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import from_hostvars
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._prom import prom_sum
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
@@ -81,6 +82,9 @@ class FilterModule:
             "size_bytes": lambda v: _size(parse_size, v),
             "meminfo": meminfo,
             "sections": parse_sections,
+            "stat_types": parse_stat,
+            "cann_version": cann_version,
+            "port_hits": port_hits,
             "backends": backends,
             "prom_sum": prom_sum,
             "serve_lines": serve_lines,
