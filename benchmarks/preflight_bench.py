@@ -16,7 +16,13 @@ simulated cluster, 4 nodes x 16 NPUs, sim/cluster.sh up) with the checkout's ans
          (one peer per device, the seed's loop), nothing else.
 
 The naive playbook does less work (one peer instead of three, no host checks, no judging), so the
-ratio understates the role's advantage.
+ratio understates the role's advantage. The seed itself loops only -vnic and -hccs_ping; -link,
+-net_health and -tls come from the upstream A3 checklist (FIELD-NOTES) that the role also covers.
+
+Which comparison is the issue's target (>= 10x): "etasks" (--equal-work --naive-tasks), the naive
+equivalent of what the role checks, one Ansible task per device per check. The others bound it: "naive"
+and "tasks" check less than the role does (the seed's peer loop), "equal" writes the same checks as
+loops (a loop item costs less than a task).
 
   .venv/bin/python benchmarks/preflight_bench.py [-i inventories/sim] [--runs 3] [--warmup 1] [--pipelining]
         [--equal-work] [--naive-tasks] [--tool-delay-ms '{"*": 100, "hccs_ping": 1000}' | --sweep-ms 0,100,500]

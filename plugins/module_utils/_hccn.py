@@ -681,7 +681,9 @@ def compare_tls(per_node, scope='all', tool='hccn_tool'):
     switch (any device may talk to any device across P and D); ``'device'``:
     device d must match device d on every other node (the checklist's minimum).
     A device whose switch could not be read is a failure too.  Each failure:
-    ``{node, device, check: 'tls', seen, expected, command, msg}``.
+    ``{node, device, check: 'tls', seen, expected, command, msg}``.  ``tool``:
+    the hccn_tool the reproduce command names, one for all nodes or
+    ``{node: path}`` (each node's resolved ``hccn_tool`` result).
     """
     if scope not in TLS_SCOPES:
         raise ValueError('scope must be one of %s, got %r' % (', '.join(TLS_SCOPES), scope))
@@ -689,7 +691,8 @@ def compare_tls(per_node, scope='all', tool='hccn_tool'):
     failures = []
 
     def fail(node, device, seen, expected, why):
-        cmd = '%s -i %s -tls -g | grep switch' % (shlex.quote(tool), device)
+        path = (tool.get(node) or 'hccn_tool') if isinstance(tool, dict) else tool
+        cmd = '%s -i %s -tls -g | grep switch' % (shlex.quote(path), device)
         failures.append(OrderedDict([
             ('node', node), ('device', device), ('check', 'tls'), ('seen', seen), ('expected', expected),
             ('command', cmd),

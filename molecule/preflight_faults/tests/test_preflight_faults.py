@@ -54,7 +54,7 @@ FAULTS = [
      r"\(127\.31\.0\.3\): 0 of 3 packets received .*?\[reproduce: \S*hccn_tool -i 2 -hccs_ping -g address 127\.31\.0\.3 cnt 3\]"),
     ("d1", {"tls_switch": {"4": 1}},
      r"d1 \[hccn\] 1 NPU network check\(s\) failed on 1 device\(s\) \[4\]: device 4 tls: tls switch 1, but the other "
-     r"devices/nodes have 0"),
+     r"devices/nodes have 0 .*?\[reproduce: /\S*/hccn_tool -i 4 -tls -g \| grep switch\]"),
 ]
 
 

@@ -464,6 +464,10 @@ def test_compare_tls_consistent_and_not():
     assert failures[0]['command'] == '/opt/hccn_tool -i 0 -tls -g | grep switch'
     assert 'node p1 device 0' in failures[0]['msg']
     assert compare_tls(one_off, scope='device')[0]['node'] == 'p1'
+    # each node's own resolved tool path (the role passes every node's hccn_check result 'hccn_tool')
+    per_node = compare_tls(one_off, tool={'p0': '/a/hccn_tool', 'p1': '/usr/local/Ascend/driver/tools/hccn_tool'})
+    assert per_node[0]['command'] == '/usr/local/Ascend/driver/tools/hccn_tool -i 0 -tls -g | grep switch'
+    assert compare_tls(one_off, tool={'p0': '/a/hccn_tool'})[0]['command'].startswith('hccn_tool -i 0 ')
 
 
 def test_compare_tls_scope_difference_and_unreadable():
