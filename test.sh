@@ -20,6 +20,7 @@ pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lin
 
 step "simulated cluster: images, the simulation's own tests"
 sim/cluster.sh build   # installs and starts what it needs (deps) first
+sim/cluster.sh up      # the live tests of test_cluster.py need the nodes (molecule recreates them after)
 # The engine simulator's tests run the real proxy and real yuanrong workers: a venv with the proxy's
 # dependencies and the datasystem wheel (the one the cluster build downloaded), and the unpacked sdist.
 . sim/.cache/artifacts.env
