@@ -20,10 +20,12 @@ NODES = {n: testinfra.get_host("docker://a3sim-%s" % n) for n in NAMES}
 CLUSTER = str(ROOT / "sim" / "cluster.sh")
 
 
-def preflight():
-    """(rc, output with every run of whitespace made one space: the callback folds long lines)."""
+def preflight(**env):
+    """(rc, output with every run of whitespace made one space: the callback folds long lines). Runs with the
+    checkout's ansible.cfg, as an operator does (molecule points ANSIBLE_CONFIG at its own)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", **env)
     proc = subprocess.run(["ansible-playbook", "-i", "inventories/sim", "playbooks/preflight.yml"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
+                          capture_output=True, text=True, timeout=600, env=env)
     out = proc.stdout + proc.stderr
     changed = {h: int(c) for h, c in re.findall(r"^(\w+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M)}
     assert sorted(changed) == sorted(NAMES) and not any(changed.values()), "preflight changed something: %s" % changed
@@ -125,10 +127,13 @@ def test_port_held_by_this_deployment_is_accepted():
     assert "[host/ports]" not in out
 
 
-def test_node_down_gives_one_message_per_phase():
+def test_node_down_gives_one_message_per_phase_or_stops_the_run_unreachable():
     subprocess.run(["docker", "stop", "-t", "5", "a3sim-d1"], check=True, capture_output=True)
     try:
+        # pipelined (the checkout's ansible.cfg): each module on d1 fails with the connection's error
         rc, out = preflight()
+        # not pipelined, as over ssh to a down host: Ansible marks d1 UNREACHABLE and drops it from the play
+        rc_unreachable, out_unreachable = preflight(ANSIBLE_PIPELINING="False")
     finally:
         subprocess.run([CLUSTER, "up"], check=True, capture_output=True, text=True, timeout=600)
     assert rc != 0
@@ -137,6 +142,11 @@ def test_node_down_gives_one_message_per_phase():
         assert re.search(r"d1 \[%s\] [^\n]*?\(Error response from daemon: Container \w+ is not running\)" % phase, out), out[-4000:]
     assert re.search(r"d1 \[host\] the host read \(.*?\) did not run on this node \(Error response from daemon: "
                      r"Container \w+ is not running\): every host check needs it", out), out[-4000:]
+
+    assert rc_unreachable != 0 and "UNREACHABLE" in out_unreachable
+    assert "d1: NOT CHECKED (unreachable or failed" in out_unreachable, out_unreachable[-4000:]
+    assert "preflight could not check d1 (unreachable or failed" in out_unreachable, out_unreachable[-4000:]
+    assert all("%s: OK" % n in out_unreachable for n in ("p0", "p1", "d0")), out_unreachable[-4000:]
 
 
 @pytest.mark.parametrize("name", NAMES)
