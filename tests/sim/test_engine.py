@@ -713,6 +713,119 @@ def test_hccn_conf_missing_gives_garbage(sim):
     assert json.loads(b2)["usage"]["completion_tokens"] > 0
 
 
+# ----------------------------------------------------------------------------- engine_hang fault
+
+def write_faults(path, obj):
+    """Replace the fault file atomically, as `sim/cluster.sh fault` does (tmp file + rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    os.replace(tmp, path)
+
+
+def raw_request(host, port, path, body):
+    """Send one HTTP/1.1 POST on a plain socket and return the socket (to see every byte, or none)."""
+    data = json.dumps(body).encode()
+    s = socket.create_connection((host, port), timeout=5)
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\ncontent-type: application/json\r\n"
+              f"content-length: {len(data)}\r\n\r\n".encode() + data)
+    return s
+
+
+def recv_within(s, timeout):
+    """The first bytes the server sends within `timeout` s (b"" = closed), None if it sent nothing."""
+    s.settimeout(timeout)
+    try:
+        return s.recv(65536)
+    except socket.timeout:
+        return None
+
+
+HANG_CHAT = {"model": "glm-5.1", "messages": [{"role": "user", "content": "are you there"}], "max_tokens": 4}
+
+
+def chat_ok(e, timeout=5):
+    status, body = http("POST", e.base + "/v1/chat/completions", HANG_CHAT, timeout=timeout)
+    return status == 200 and json.loads(body)["usage"]["completion_tokens"] > 0
+
+
+def test_engine_hang_health_ok_but_completions_never_answer(sim):
+    faults = sim.path / "faults.json"
+    e = sim.engine("hang", P0, env=sim.env(P0, A3SIM_FAULTS_FILE=faults))
+    e.wait_ready()
+    assert chat_ok(e)
+    write_faults(faults, {"engine_hang": {"since": time.time()}})
+    # The API side still answers normally.
+    assert http("GET", e.base + "/health", timeout=2) == (200, b"")
+    assert http("GET", e.base + "/ping", timeout=2)[0] == 200
+    assert http("GET", e.base + "/v1/models", timeout=2)[0] == 200
+    assert e.metric("vllm:num_requests_running") == 0
+    status, _ = http("POST", e.base + "/v1/chat/completions", dict(HANG_CHAT, model="glm-4"), timeout=2)
+    assert status == 404  # validation happens in the API server, before the engine
+    # Completions: accepted, then nothing at all (no status line) until the client gives up.
+    t0 = time.monotonic()
+    with pytest.raises((TimeoutError, socket.timeout)):
+        http("POST", e.base + "/v1/chat/completions", HANG_CHAT, timeout=1.5)
+    assert 1.4 < time.monotonic() - t0 < 5
+    s1 = raw_request(P0, e.port, "/v1/completions", {"prompt": "one two", "max_tokens": 2})
+    s2 = raw_request(P0, e.port, "/v1/chat/completions", dict(HANG_CHAT, stream=True))
+    assert recv_within(s1, 1.5) is None and recv_within(s2, 0.2) is None
+    # Hung requests count as running (stuck in the engine); a closed client ends its thread.
+    assert e.metric("vllm:num_requests_running") == 2
+    s1.close()
+    deadline = time.monotonic() + 5
+    while e.metric("vllm:num_requests_running") != 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert e.metric("vllm:num_requests_running") == 1
+    # Clearing the fault ends the hang: the waiting stream gets its answer, new requests answer.
+    faults.unlink()
+    s2.settimeout(5)
+    got = b""
+    while b"data: [DONE]" not in got:
+        chunk = s2.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    s2.close()
+    assert got.startswith(b"HTTP/1.1 200 ") and b"data: [DONE]" in got, got[:300]
+    assert chat_ok(e)
+    assert e.metric("vllm:num_requests_running") == 0
+    assert e.stop() == 0
+
+
+def test_engine_hang_spares_restarted_engines_and_unlisted_ports(sim):
+    faults = sim.path / "faults.json"
+    env = sim.env(P0, A3SIM_FAULTS_FILE=faults)
+    a = sim.engine("hang-a", P0, env=env)
+    b = sim.engine("hang-b", P0, env=env)
+    a.wait_ready()
+    b.wait_ready()
+    # Only the listed port hangs.
+    write_faults(faults, {"engine_hang": {"since": time.time(), "ports": [a.port]}})
+    with pytest.raises((TimeoutError, socket.timeout)):
+        http("POST", a.base + "/v1/chat/completions", HANG_CHAT, timeout=1)
+    assert chat_ok(b)
+    # Without "ports" every engine started before "since" hangs ...
+    write_faults(faults, {"engine_hang": {"since": time.time()}})
+    with pytest.raises((TimeoutError, socket.timeout)):
+        http("POST", b.base + "/v1/chat/completions", HANG_CHAT, timeout=1)
+    # ... and a restart cures it: an engine started after "since" answers, on the same port too.
+    port_a = a.port
+    assert a.stop() == 0
+    a2 = sim.engine("hang-a2", P0, port=port_a, env=env)
+    a2.wait_ready()
+    assert chat_ok(a2)
+    with pytest.raises((TimeoutError, socket.timeout)):
+        http("POST", b.base + "/v1/chat/completions", HANG_CHAT, timeout=1)
+    # A malformed file (or key) means no fault, logged once.
+    write_faults(faults, "{not json")
+    assert chat_ok(b) and chat_ok(b)
+    write_faults(faults, {"engine_hang": {"since": "yesterday"}})
+    assert chat_ok(b) and chat_ok(b)
+    out = b.output()
+    assert out.count("cannot read fault file") == 1, out[-2000:]
+    assert out.count("malformed engine_hang") == 1, out[-2000:]
+
+
 # ----------------------------------------------------------------------------- PD through the real proxy
 
 def start_proxy(sim, prefills, decodes):

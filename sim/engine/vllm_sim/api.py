@@ -1,6 +1,7 @@
 """OpenAI-compatible HTTP API (stdlib ThreadingHTTPServer, HTTP/1.1 keep-alive)."""
 
 import json
+import select
 import socket
 import sys
 import time
@@ -8,7 +9,9 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from vllm_sim.engine import GenRequest
-from vllm_sim.logutil import api_log, raw
+from vllm_sim.logutil import api_log, engine_log, raw
+
+HANG_POLL_S = 0.5  # how often a hung request checks the fault file and its client socket
 
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
            405: "Method Not Allowed", 500: "Internal Server Error"}
@@ -153,6 +156,8 @@ class Handler(BaseHTTPRequestHandler):
             api_log.info("logger.py:40", "Received request %s: prompt_len=%d chars, max_tokens=%s, stream=%s, "
                          "kv_transfer_params=%s", request_id, len(prompt), max_tokens, stream,
                          json.dumps(req.kv_params) if req.kv_params else None)
+        if ctx.faults.engine_hung(ctx.start_time, ctx.port) and self._hang(request_id):
+            return  # the client gave up on the hung engine: nothing is ever sent
         eng = ctx.engine
         eng.acquire()
         state = {"done": False}
@@ -181,6 +186,47 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, self._full_response(req, out, model_name, chat))
         finally:
             done(None)
+
+    # ------------------------------------------------------------------ engine_hang fault
+    def _hang(self, request_id):
+        """The engine_hang fault (faults.py): the request was accepted, but nothing is sent, not even
+        a status line, while the fault holds. The thread wakes every HANG_POLL_S to look at the fault
+        file and the client socket. Returns True when the client closed the connection (the request
+        ends without an answer), False when the fault was cleared (the request then runs normally).
+        A hung request counts in vllm:num_requests_running, as a request stuck in a real engine does."""
+        ctx = self.server.ctx
+        stats = ctx.engine.stats
+        engine_log.debug("a3sim_faults.py:1", "engine_hang: request %s accepted, no answer while the fault "
+                         "holds", request_id)
+        with stats.lock:
+            stats.running += 1
+        try:
+            while ctx.faults.engine_hung(ctx.start_time, ctx.port):
+                if self._client_gone(HANG_POLL_S):
+                    self.close_connection = True
+                    engine_log.debug("a3sim_faults.py:1", "engine_hang: client of %s went away", request_id)
+                    return True
+            engine_log.debug("a3sim_faults.py:1", "engine_hang cleared: request %s resumes", request_id)
+            return False
+        finally:
+            with stats.lock:
+                stats.running -= 1
+
+    def _client_gone(self, timeout):
+        """Wait up to `timeout` s; True if the client closed or reset the connection meanwhile."""
+        start = time.monotonic()
+        try:
+            readable, _, _ = select.select([self.connection], [], [], timeout)
+            if not readable:
+                return False
+            data = self.connection.recv(1, socket.MSG_PEEK)
+        except (OSError, ValueError):
+            return True
+        if not data:
+            return True
+        # The client sent more bytes (a pipelined request): still connected; wait out the interval.
+        time.sleep(max(0.0, timeout - (time.monotonic() - start)))
+        return False
 
     @staticmethod
     def _content_text(content):

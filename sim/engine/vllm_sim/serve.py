@@ -11,6 +11,7 @@ import time
 
 from vllm_sim import __version__, hostenv, kvconfig, patchcheck
 from vllm_sim.dpgroup import DPGroup
+from vllm_sim.faults import FaultFile
 from vllm_sim.kvtransfer import MooncakePorts, PendingKV
 from vllm_sim.logutil import SimFatal, api_log, engine_log, raw, report_fatal, set_dp_rank
 
@@ -262,7 +263,9 @@ def run(args, argv):
     ctx = Context()
     ctx.pid = os.getpid()
     ctx.version = __version__
-    ctx.start_time = time.time()
+    ctx.start_time = time.time()  # an engine_hang fault hangs engines started before its "since"
+    ctx.port = args.port
+    ctx.faults = FaultFile()
     stop = threading.Event()
     phase = {"serving": False, "exit_code": 0}
 
