@@ -613,13 +613,14 @@ def _cell(key, value):
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def format_table(rows):
-    """Markdown table, one line per summary dict (as returned by summarize(); `fault` names the row)."""
-    lines = ["| " + " | ".join(title for _key, title in TABLE_COLUMNS) + " |",
-             "|" + "|".join("---" if key == "fault" else "---:" for key, _t in TABLE_COLUMNS) + "|"]
+def format_table(rows, columns=TABLE_COLUMNS):
+    """Markdown table, one line per summary dict (as returned by summarize(); `fault` names the row).
+    columns: (key, title) pairs; a caller may add keys of its own to the summaries and the columns."""
+    lines = ["| " + " | ".join(title for _key, title in columns) + " |",
+             "|" + "|".join("---" if key == "fault" else "---:" for key, _t in columns) + "|"]
     for i, row in enumerate(rows):
         cells = []
-        for key, _title in TABLE_COLUMNS:
+        for key, _title in columns:
             value = row.get(key)
             if key == "fault" and value is None:
                 value = f"fault {i + 1}"

@@ -1,0 +1,155 @@
+# -*- coding: utf-8 -*-
+"""The node-side helper of the systemd units (roles/supervise/files/a3_supervise.py): back-off, exit
+reasons, crash-loop messages, the canary's decisions, the exit record, and the planned-stop marker."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+HELPER = Path(__file__).resolve().parents[2] / "roles" / "supervise" / "files" / "a3_supervise.py"
+_spec = importlib.util.spec_from_file_location("a3_supervise", HELPER)
+sup = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sup)
+
+SIGS = [
+    {"pattern": "Address already in use", "advice": "a port is taken"},
+    {"pattern": r"Traceback \(most recent call last\)", "advice": "the engine crashed"},
+]
+
+
+def crash(t, reason="x"):
+    return {"t": t, "event": "exit", "planned": False, "reason": reason}
+
+
+def planned(t):
+    return {"t": t, "event": "exit", "planned": True, "reason": "planned stop"}
+
+
+@pytest.mark.parametrize("events, expected", [
+    ([], 0.0),                                             # first start
+    ([planned(990)], 0.0),                                 # after a planned stop: never wait
+    ([crash(990)], 0.0),                                   # first crash: RestartSec only
+    ([crash(980), crash(990)], 2.0),                       # second: base
+    ([crash(970), crash(980), crash(990)], 4.0),           # then doubling
+    ([crash(t) for t in range(900, 1000, 10)], 60.0),      # capped
+    ([crash(100), crash(990)], 0.0),                       # an old crash is out of the window
+    ([crash(980), crash(985), planned(990)], 0.0),         # the last stop was planned
+])
+def test_backoff_delay(events, expected):
+    assert sup.backoff_delay(events, now=1000, base=2, maximum=60, window_s=600) == expected
+
+
+def test_exit_reason_names_the_newest_specific_signature():
+    log = "INFO ok\nERROR zmq.error.ZMQError: Address already in use (addr='tcp://1.2.3.4:30000')\nTraceback (most recent call last)\n"
+    reason = sup.exit_reason("success", "exited", "0", log, SIGS)
+    assert reason.startswith("exited with status 0: ERROR zmq.error.ZMQError: Address already in use")
+    assert "a port is taken" in reason
+
+
+def test_exit_reason_without_signature_says_how_it_ended():
+    assert sup.exit_reason("signal", "killed", "KILL", "all fine\n", SIGS) == \
+        "killed KILL (signal); no fatal line in the log"
+
+
+def test_crash_loop_message_says_systemd_gives_up_and_how_to_recover():
+    msg = sup.crash_loop_message("ascend-vllm.service", 6, 5, 10, "exited with status 0: boom")
+    assert "crash loop: 6 unplanned exits within 10 min (limit 5)" in msg
+    assert "systemd stops restarting it" in msg and "boom" in msg
+    assert "systemctl reset-failed ascend-vllm.service" in msg
+    assert "crash loop" not in sup.crash_loop_message("u", 2, 5, 10, "r")
+
+
+A, B, P = "http://127.0.0.1:6700", "http://127.0.0.1:6701", "http://127.0.0.2:6700"
+
+
+def test_canary_restarts_a_hung_rank_after_the_threshold_only():
+    state = {}
+    state, reason = sup.canary_step(state, {A: "hung", B: "ok"}, {P: True}, hang_failures=2, peer_failures=3)
+    assert reason is None and state["hang"] == {A: 1, B: 0}
+    state, reason = sup.canary_step(state, {A: "hung", B: "ok"}, {P: True}, 2, 3)
+    assert reason.startswith("hung: %s answers /health but produced no token in 2 canary" % A)
+    assert state == {"hang": {}, "peer": {}}      # counters start over after a restart
+
+
+def test_canary_counts_only_consecutive_silences():
+    state = {}
+    for verdict in ("hung", "ok", "hung", "down", "hung"):
+        state, reason = sup.canary_step(state, {A: verdict}, {}, 2, 3)
+        assert reason is None
+
+
+def test_canary_restarts_when_a_peer_is_down_while_we_serve():
+    state = {}
+    for _ in range(2):
+        state, reason = sup.canary_step(state, {A: "ok"}, {P: False}, 3, 3)
+        assert reason is None
+    state, reason = sup.canary_step(state, {A: "ok"}, {P: False}, 3, 3)
+    assert reason.startswith("DP group incomplete: %s has failed /health for 3 checks" % P)
+
+
+def test_canary_ignores_down_peers_while_our_ranks_are_down_too():
+    # during a group restart nobody serves: that is the supervisor's business, not a reason to restart again
+    state = {}
+    for _ in range(5):
+        state, reason = sup.canary_step(state, {A: "down"}, {P: False}, 3, 3)
+        assert reason is None and state["peer"][P] == 0
+
+
+def test_record_and_planned_marker_round_trip(tmp_path, monkeypatch, capsys):
+    record = str(tmp_path / "u.service.jsonl")
+    log = tmp_path / "vllm_log.log"
+    log.write_text("old run: Address already in use\n")
+    sigfile = tmp_path / "sigs.json"
+    sigfile.write_text(json.dumps(SIGS))
+    # the start remembers where this run's log begins
+    assert sup.main(["backoff", "--record", record, "--log", str(log)]) == 0
+    with log.open("a") as fh:
+        fh.write("Traceback (most recent call last)\n")
+    monkeypatch.setenv("SERVICE_RESULT", "success")
+    monkeypatch.setenv("EXIT_CODE", "exited")
+    monkeypatch.setenv("EXIT_STATUS", "0")
+    # the process ended on its own: ExecStop runs with an empty $MAINPID, the exit is a crash
+    sup.main(["stop-mark", "--record", record, "--mainpid="])
+    sup.main(["record", "--unit", "u.service", "--record", record, "--log", str(log), "--signatures", str(sigfile),
+              "--restarts", "1", "--window-min", "10"])
+    events = sup.read_record(record)
+    assert len(events) == 1 and events[0]["planned"] is False
+    assert "the engine crashed" in events[0]["reason"] and "Address already" not in events[0]["reason"]
+    assert "unplanned exit 1 of 1" in capsys.readouterr().out
+    # a stop asked for while it ran: planned, and not counted
+    sup.main(["stop-mark", "--record", record, "--mainpid=1234"])
+    sup.main(["record", "--unit", "u.service", "--record", record, "--restarts", "1", "--window-min", "10"])
+    events = sup.read_record(record)
+    assert events[-1]["planned"] is True and not os.path.exists(record + ".planned")
+    # a second crash goes over the limit of 1: the message says systemd gives up
+    sup.main(["record", "--unit", "u.service", "--record", record, "--restarts", "1", "--window-min", "10"])
+    assert "crash loop: 2 unplanned exits" in capsys.readouterr().out
+
+
+def test_record_file_is_bounded(tmp_path):
+    record = str(tmp_path / "r.jsonl")
+    for i in range(sup.RECORD_KEEP + 20):
+        sup.append_record(record, crash(i))
+    events = sup.read_record(record)
+    assert len(events) == sup.RECORD_KEEP and events[-1]["t"] == sup.RECORD_KEEP + 19
+
+
+def test_wait_fails_with_what_it_waited_for(capsys):
+    rc = sup.main(["wait", "--tcp", "127.0.0.1:1", "--what", "etcd", "--timeout", "0.2", "--interval", "0.1"])
+    assert rc == 1
+    assert "127.0.0.1:1 (etcd) accepting connections" in capsys.readouterr().err
+
+
+def test_soft_wait_goes_on_and_notes_it_in_the_log(tmp_path):
+    log = tmp_path / "vllm_log.log"
+    start = __import__("time").monotonic()
+    rc = sup.main(["wait", "--soft-tcp", "127.0.0.1:1", "--soft-what", "DP master RPC", "--soft-timeout", "0.3",
+                   "--interval", "0.1", "--log", str(log)])
+    assert rc == 0 and __import__("time").monotonic() - start < 5
+    text = log.read_text()
+    assert "waiting up to 0.3s for 127.0.0.1:1 (DP master RPC)" in text
+    assert "starting anyway: 127.0.0.1:1 (DP master RPC) not listening after 0.3s" in text
