@@ -15,7 +15,8 @@ step "yamllint";         yamllint -s .
 step "ansible-lint";     ansible-lint --offline -q
 step "collection build"; ansible-galaxy collection build --force --output-path .cache/build >/dev/null && ls .cache/build
 step "unit, golden, validation and lint tests"
-pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/sim/test_tools.py
+pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/sim/test_tools.py \
+  tests/sim/test_loadgen.py
 [ "$mode" = fast ] && exit 0
 
 step "simulated cluster: images, the simulation's own tests"
@@ -35,10 +36,12 @@ if [ ! -d .cache/vllm-ascend-src/vllm_ascend ]; then
 fi
 A3SIM_ENGINE_PYTHON=$PWD/.cache/engine-venv/bin/python A3SIM_DSCLI=$PWD/.cache/engine-venv/bin/dscli \
 VLLM_ASCEND_SRC=$PWD/.cache/vllm-ascend-src \
-  .cache/engine-venv/bin/python -m pytest -q -p no:cacheprovider tests/sim/test_engine.py tests/sim/test_cluster.py
+  .cache/engine-venv/bin/python -m pytest -q -p no:cacheprovider tests/sim/test_engine.py tests/sim/test_honest_proxy.py \
+  tests/sim/test_cluster.py
 
 step "molecule: the four-node simulated cluster (converge, idempotence, check mode, verify) and its faults"
-for scenario in default preflight_faults vnic_down hccn_not_mounted; do
+# default leaves its cluster up for selfheal (faults under load, no repair), which destroys it.
+for scenario in default selfheal preflight_faults vnic_down hccn_not_mounted; do
   step "molecule test -s $scenario"
   molecule test -s "$scenario"
 done

@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: contributors to ascend.vllm_pd
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Node-side helper of the systemd units of ascend.vllm_pd (installed by the role supervise).
+
+systemd is the supervisor: it restarts a unit whose process exited (Restart=always) and stops
+retrying after too many starts in a window (StartLimitBurst / StartLimitIntervalSec). This helper
+only gives those units what systemd 252 lacks (exponential back-off, a record of why each exit
+happened) and what no process supervisor sees (an engine that answers /health but produces no
+token, a DP group that lost a member). Python 3 standard library only; no state but files.
+
+  wait      ExecStartPre: wait until the container runs and TCP endpoints accept (bounded)
+  backoff   ExecStartPre: sleep before an automatic restart, doubling with each recent crash
+  stop-mark ExecStop: remember that the stop was asked for (MAINPID still set) or not
+  record    ExecStopPost: append the exit and its reason (log signature) to the unit's record
+  canary    ascend-vllm-canary.service: probe local ranks with a real request, restart if hung
+  status    JSON of every unit's record and systemd state, for playbooks/status.yml
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+RECORD_KEEP = 200          # lines kept per record file
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never through an HTTP proxy
+
+
+# ------------------------------------------------------------------------------------------ pure logic
+
+def read_record(path: str) -> list:
+    """The events of a record file (JSON lines), oldest first; unreadable lines are skipped."""
+    events = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(ev, dict) and isinstance(ev.get("t"), (int, float)):
+                    events.append(ev)
+    except FileNotFoundError:
+        pass
+    return events
+
+
+def crashes_within(events: list, now: float, window_s: float) -> list:
+    """Unplanned exits (crashes, canary restarts) in the last window_s seconds."""
+    return [e for e in events if not e.get("planned") and now - e["t"] <= window_s]
+
+
+def backoff_delay(events: list, now: float, base: float, maximum: float, window_s: float) -> float:
+    """Seconds to wait before this start. 0 when the last stop was planned (or none was recorded) or
+    after the first crash in the window; then base, 2 x base, 4 x base ... capped at maximum."""
+    if not events or events[-1].get("planned"):
+        return 0.0
+    n = len(crashes_within(events, now, window_s))
+    if n <= 1:
+        return 0.0
+    return float(min(maximum, base * 2 ** (n - 2)))
+
+
+def find_signature(text: str, signatures: list):
+    """The first signature (list order: specific first) matching a line: (signature, line) or (None, None)."""
+    lines = text.splitlines()
+    for sig in signatures:
+        try:
+            rx = re.compile(sig["pattern"])
+        except (re.error, KeyError, TypeError):
+            continue
+        for line in reversed(lines):   # the newest matching line says most about this exit
+            if rx.search(line):
+                return sig, line.strip()
+    return None, None
+
+
+def exit_reason(result: str, code: str, status: str, log_text: str, signatures: list) -> str:
+    """One line: why the unit's process ended, from systemd's $SERVICE_RESULT/$EXIT_CODE/$EXIT_STATUS
+    and the newest fatal signature in the log since the start."""
+    sig, line = find_signature(log_text, signatures)
+    how = "exited with status %s" % status if code == "exited" else "%s %s" % (code or "ended", status or "")
+    how = how.strip()
+    if sig is not None:
+        return "%s: %s (%s)" % (how, line[:300], sig.get("advice", "").strip())
+    return "%s (%s); no fatal line in the log" % (how, result or "unknown result")
+
+
+def crash_loop_message(unit: str, crashes: int, restarts: int, window_min: float, reason: str) -> str:
+    if crashes > restarts:
+        return ("%s: crash loop: %d unplanned exits within %g min (limit %d): systemd stops restarting it. "
+                "Last: %s. Fix the cause, then rerun site.yml (or systemctl reset-failed %s && systemctl start %s)."
+                % (unit, crashes, window_min, restarts, reason, unit, unit))
+    return "%s: unplanned exit %d of %d allowed within %g min: %s" % (unit, crashes, restarts, window_min, reason)
+
+
+def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_failures: int):
+    """Advance the canary's counters by one round and decide.
+
+    state: {"hang": {url: n}, "peer": {url: n}} from the previous round (mutated and returned).
+    local: {url: "ok" | "down" | "hung"}: "down" = /health fails (starting or dead: systemd's business),
+           "hung" = /health 200 but the canary request produced no token in time.
+    peers: {url: bool healthy} for the other ranks of this node's DP group.
+    Returns (state, reason or None): a reason means restart this node's engines now."""
+    hang = state.setdefault("hang", {})
+    peer = state.setdefault("peer", {})
+    for url, verdict in local.items():
+        hang[url] = hang.get(url, 0) + 1 if verdict == "hung" else 0
+    for url in list(hang):
+        if url not in local:
+            del hang[url]
+    serving = bool(local) and all(v == "ok" for v in local.values())
+    for url, healthy in peers.items():
+        peer[url] = peer.get(url, 0) + 1 if (serving and not healthy) else 0
+    for url in list(peer):
+        if url not in peers:
+            del peer[url]
+    for url, n in sorted(hang.items()):
+        if n >= hang_failures:
+            return {"hang": {}, "peer": {}}, (
+                "hung: %s answers /health but produced no token in %d canary requests in a row" % (url, n))
+    for url, n in sorted(peer.items()):
+        if n >= peer_failures:
+            return {"hang": {}, "peer": {}}, (
+                "DP group incomplete: %s has failed /health for %d checks while this node's ranks serve; "
+                "restarting them so the whole group forms again" % (url, n))
+    return state, None
+
+
+# ------------------------------------------------------------------------------------------- effects
+
+def append_record(path: str, event: dict) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    events = read_record(path)[-(RECORD_KEEP - 1):] + [event]
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for ev in events:
+            fh.write(json.dumps(ev, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def log_since_start(path: str, offset_file: str, limit: int = 400000) -> str:
+    """The log text written since the unit's start (offset saved by `backoff`), at most limit bytes."""
+    try:
+        with open(offset_file, encoding="utf-8") as fh:
+            offset = int(fh.read().strip() or 0)
+    except (OSError, ValueError):
+        offset = 0
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            if size < offset:
+                offset = 0
+            fh.seek(max(offset, size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def container_running(name: str) -> bool:
+    try:
+        out = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", name], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == "true"
+
+
+def tcp_open(hostport: str, timeout: float = 2.0) -> bool:
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def http_status(url: str, timeout: float, body: dict | None = None) -> tuple:
+    """(status, parsed JSON or None); status 0 when nothing answered in time."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method="POST" if data else "GET",
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with _OPENER.open(req, timeout=timeout) as resp:
+            raw = resp.read()
+            try:
+                return resp.status, json.loads(raw) if raw else None
+            except ValueError:
+                return resp.status, None
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+    except (urllib.error.URLError, OSError, ValueError):
+        return 0, None
+
+
+def systemctl_show(unit: str, props: list) -> dict:
+    try:
+        out = subprocess.run(["systemctl", "show", unit, "-p", ",".join(props)], capture_output=True, text=True,
+                             timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+def _note(log: str, text: str) -> None:
+    """A line for the operator, on stdout (the journal) and, if given, in the service's log."""
+    print(text)
+    sys.stdout.flush()
+    if log:
+        try:
+            with open(log, "a", encoding="utf-8") as fh:
+                fh.write("%s a3_supervise: %s\n" % (time.strftime("%Y-%m-%d %H:%M:%S"), text))
+        except OSError:
+            pass
+
+
+def cmd_wait(args) -> int:
+    """Hard waits (the container, --tcp) must succeed within --timeout or the start fails. Soft waits
+    (--soft-tcp) are only worth waiting for: after --soft-timeout the start goes on, and what it then
+    runs into (a DP group that cannot form, say) is reported by the service itself."""
+    deadline = time.monotonic() + args.timeout
+    hard = list(zip(args.tcp, args.what + [""] * len(args.tcp)))
+    while True:
+        pending = []
+        if args.container and not container_running(args.container):
+            pending.append("container %s running" % args.container)
+        else:
+            pending += ["%s (%s) accepting connections" % (hp, what) for hp, what in hard if not tcp_open(hp)]
+        if not pending:
+            break
+        if time.monotonic() >= deadline:
+            print("gave up after %gs waiting for: %s" % (args.timeout, "; ".join(pending)), file=sys.stderr)
+            return 1
+        time.sleep(args.interval)
+    soft = list(zip(args.soft_tcp, args.soft_what + [""] * len(args.soft_tcp)))
+    waiting = [(hp, what) for hp, what in soft if not tcp_open(hp)]
+    if waiting:
+        _note(args.log, "waiting up to %gs for %s" % (
+            args.soft_timeout, ", ".join("%s (%s)" % w for w in waiting)))
+        soft_deadline = time.monotonic() + args.soft_timeout
+        while waiting and time.monotonic() < soft_deadline:
+            time.sleep(args.interval)
+            waiting = [(hp, what) for hp, what in waiting if not tcp_open(hp)]
+        if waiting:
+            _note(args.log, "starting anyway: %s not listening after %gs" % (
+                ", ".join("%s (%s)" % w for w in waiting), args.soft_timeout))
+    return 0
+
+
+def cmd_backoff(args) -> int:
+    events = read_record(args.record)
+    delay = backoff_delay(events, time.time(), args.base, args.max, args.window_min * 60)
+    if delay > 0:
+        print("back-off: waiting %gs before restarting (%d crashes within %g min)"
+              % (delay, len(crashes_within(events, time.time(), args.window_min * 60)), args.window_min))
+        sys.stdout.flush()
+        time.sleep(delay)
+    if args.log:
+        # remember where this run's log starts, so `record` reads only what this run wrote
+        try:
+            size = os.path.getsize(args.log)
+        except OSError:
+            size = 0
+        with open(args.record + ".offset", "w", encoding="utf-8") as fh:
+            fh.write(str(size))
+    return 0
+
+
+def cmd_stop_mark(args) -> int:
+    """ExecStop runs on every stop, also after the process ended on its own; only then is $MAINPID
+    empty. A stop asked for while the process runs (systemctl stop/restart) is planned."""
+    if args.mainpid.strip():
+        with open(args.record + ".planned", "w", encoding="utf-8") as fh:
+            fh.write(str(time.time()))
+    return 0
+
+
+def cmd_record(args) -> int:
+    marker = args.record + ".planned"
+    planned = os.path.exists(marker)
+    if planned:
+        os.unlink(marker)
+    result = os.environ.get("SERVICE_RESULT", "")
+    code = os.environ.get("EXIT_CODE", "")
+    status = os.environ.get("EXIT_STATUS", "")
+    signatures = []
+    if args.signatures:
+        try:
+            with open(args.signatures, encoding="utf-8") as fh:
+                signatures = json.load(fh)
+        except (OSError, ValueError):
+            signatures = []
+    text = log_since_start(args.log, args.record + ".offset") if args.log else ""
+    now = time.time()
+    if planned:
+        reason = "planned stop (systemctl stop/restart)"
+    else:
+        reason = exit_reason(result, code, status, text, signatures)
+    append_record(args.record, {"t": now, "event": "exit", "planned": planned, "reason": reason,
+                                "result": result, "code": code, "status": status})
+    if not planned:
+        crashes = len(crashes_within(read_record(args.record), now, args.window_min * 60))
+        print(crash_loop_message(args.unit, crashes, args.restarts, args.window_min, reason))
+    else:
+        print("%s: %s" % (args.unit, reason))
+    return 0
+
+
+def cmd_canary(args) -> int:
+    with open(args.config, encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    unit = cfg["unit"]
+    state_path = cfg["record"] + ".canary"
+    if systemctl_show(unit, ["ActiveState"]).get("ActiveState") != "active":
+        if os.path.exists(state_path):
+            os.unlink(state_path)
+        return 0
+    try:
+        with open(state_path, encoding="utf-8") as fh:
+            state = json.load(fh)
+    except (OSError, ValueError):
+        state = {}
+    local = {}
+    for base in cfg["local"]:
+        status, _ = http_status(base + "/health", cfg.get("health_timeout", 5))
+        if status != 200:
+            local[base] = "down"
+            continue
+        status, body = http_status(base + "/v1/completions", cfg["timeout"],
+                                   {"model": cfg["model"], "prompt": cfg.get("prompt", "canary"),
+                                    "max_tokens": 1, "temperature": 0})
+        produced = status == 200 and isinstance(body, dict) and bool(body.get("choices"))
+        # an engine that answers with an error is alive (not hung): only silence counts as a hang
+        local[base] = "ok" if produced or (status not in (0, 200)) else "hung"
+    peers = {base: http_status(base + "/health", cfg.get("health_timeout", 5))[0] == 200
+             for base in cfg["peers"]}
+    state, reason = canary_step(state, local, peers, cfg["hang_failures"], cfg["peer_failures"])
+    with open(state_path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(state, fh)
+    os.replace(state_path + ".tmp", state_path)
+    if reason is None:
+        return 0
+    print("%s: %s" % (unit, reason))
+    append_record(cfg["record"], {"t": time.time(), "event": "canary", "planned": False, "reason": reason})
+    subprocess.run(["systemctl", "restart", "--no-block", unit], check=False, timeout=30)
+    return 0
+
+
+def unit_status(unit: str, record: str, window_s: float, now: float) -> dict:
+    events = read_record(record)
+    crashes = [e for e in events if not e.get("planned")]
+    show = systemctl_show(unit, ["ActiveState", "SubState", "Result", "NRestarts", "UnitFileState"])
+    last = crashes[-1] if crashes else None
+    return {
+        "unit": unit,
+        "active": show.get("ActiveState", "unknown"),
+        "sub": show.get("SubState", ""),
+        "enabled": show.get("UnitFileState", ""),
+        "gave_up": show.get("Result") == "start-limit-hit",
+        "restarts": len(crashes),
+        "restarts_in_window": len(crashes_within(events, now, window_s)),
+        "last_reason": last["reason"] if last else "",
+        "last_time": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last["t"])) if last else "",
+    }
+
+
+def cmd_status(args) -> int:
+    now = time.time()
+    out = [unit_status(u, os.path.join(args.state_dir, u + ".jsonl"), args.window_min * 60, now)
+           for u in args.unit]
+    print(json.dumps(out, sort_keys=True))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="a3_supervise", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("wait")
+    w.add_argument("--container", default="")
+    w.add_argument("--tcp", action="append", default=[], help="HOST:PORT that must accept connections")
+    w.add_argument("--what", action="append", default=[], help="what each --tcp is, for the message")
+    w.add_argument("--timeout", type=float, default=300)
+    w.add_argument("--soft-tcp", action="append", default=[], help="HOST:PORT worth waiting for, not required")
+    w.add_argument("--soft-what", action="append", default=[])
+    w.add_argument("--soft-timeout", type=float, default=60)
+    w.add_argument("--log", default="", help="also note soft waits in this log file")
+    w.add_argument("--interval", type=float, default=2)
+    w.set_defaults(func=cmd_wait)
+    b = sub.add_parser("backoff")
+    b.add_argument("--record", required=True)
+    b.add_argument("--log", default="")
+    b.add_argument("--base", type=float, default=2)
+    b.add_argument("--max", type=float, default=60)
+    b.add_argument("--window-min", type=float, default=10)
+    b.set_defaults(func=cmd_backoff)
+    s = sub.add_parser("stop-mark")
+    s.add_argument("--record", required=True)
+    s.add_argument("--mainpid", default="")
+    s.set_defaults(func=cmd_stop_mark)
+    r = sub.add_parser("record")
+    r.add_argument("--unit", required=True)
+    r.add_argument("--record", required=True)
+    r.add_argument("--log", default="")
+    r.add_argument("--signatures", default="")
+    r.add_argument("--restarts", type=int, default=5)
+    r.add_argument("--window-min", type=float, default=10)
+    r.set_defaults(func=cmd_record)
+    c = sub.add_parser("canary")
+    c.add_argument("--config", required=True)
+    c.set_defaults(func=cmd_canary)
+    st = sub.add_parser("status")
+    st.add_argument("--state-dir", required=True)
+    st.add_argument("--unit", action="append", default=[])
+    st.add_argument("--window-min", type=float, default=10)
+    st.set_defaults(func=cmd_status)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

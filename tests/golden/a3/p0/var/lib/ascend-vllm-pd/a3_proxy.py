@@ -1,0 +1,1034 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Managed by the ascend.vllm_pd collection (role proxy): an honest front for vllm-ascend's proxy.
+"""a3_proxy.py: an honest wrapper around vllm-ascend's load_balance_proxy_server_example.py.
+
+The upstream example (v0.18.0) stays the engine of the proxy: this file imports it by path (by default
+from its own directory), lets it parse its own command line, runs its lifespan (which builds its
+ProxyState) and forwards every request to its ASGI app. What this file adds:
+
+* A prober: every backend (prefill and decode) gets GET /health every --a3-probe-interval seconds.
+  After --a3-fail-threshold consecutive failed probes a backend leaves the upstream rotation (through
+  the upstream's own remove_prefillers/remove_decoders); when /health answers 200 again it comes back
+  (through the upstream's add_prefillers/add_decoders). Every change is logged with its reason.
+* /healthcheck answers 200 only when at least one healthy prefill and one healthy decode backend are in
+  the rotation, else 503 with a JSON body naming what is missing and a Retry-After header.
+* /v1/completions and /v1/chat/completions never give an empty or meaningless 200: no healthy backend
+  -> 503 at once; an upstream failure -> 502 with an OpenAI-style error body; no first byte within
+  --a3-first-byte-timeout -> 503 (the upstream request is cancelled); a stream cut midway ends with an
+  SSE error event and "data: [DONE]". The backend's own 4xx JSON errors are passed on as they are.
+* GET /a3/backends (the prober's view, JSON) and GET /metrics (Prometheus text).
+
+The decision logic (argument split, answer classification, error bodies, the health decision, the
+rotation state machine, the metrics text) is plain Python at the top of this file and imports nothing
+outside the standard library, so it can be tested without fastapi or httpx. The live part (httpx,
+uvicorn, the upstream module) is imported only when the proxy runs.
+
+Usage: python a3_proxy.py <the upstream's options> [--a3-... options]   (see --help)
+"""
+
+import argparse
+import asyncio
+import contextvars
+import importlib.util
+import json
+import logging
+import os
+import sys
+import time
+
+UPSTREAM_FILE = "load_balance_proxy_server_example.py"
+UPSTREAM_MODULE = "load_balance_proxy_server_example"
+ROLES = ("prefill", "decode")
+COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
+SSE_DONE = b"data: [DONE]"
+
+log = logging.getLogger("a3_proxy")
+
+
+# ============================================================================ command line
+
+class UsageError(Exception):
+    """A problem with the wrapper's own options (reported like argparse does, exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _positive_float(text):
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be greater than 0, got %s" % text)
+    return value
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1, got %s" % text)
+    return value
+
+
+# argparse names the type in its message for a value it cannot convert ("invalid number value: 'x'")
+_positive_float.__name__ = "number"
+_positive_int.__name__ = "integer"
+
+
+def build_parser(prog="a3_proxy.py"):
+    """The wrapper's own options. Everything else belongs to the upstream script's parser."""
+    parser = _Parser(prog=prog, add_help=False, allow_abbrev=False,
+                     description="Options of the honest wrapper; all other options go to %s." % UPSTREAM_FILE)
+    group = parser.add_argument_group("wrapper options (a3)")
+    group.add_argument("--a3-probe-interval", type=_positive_float, default=5.0, metavar="S",
+                       help="seconds between two GET /health probes of every backend (default 5)")
+    group.add_argument("--a3-probe-timeout", type=_positive_float, default=2.0, metavar="S",
+                       help="seconds a probe may take before it counts as failed (default 2)")
+    group.add_argument("--a3-fail-threshold", type=_positive_int, default=3, metavar="N",
+                       help="consecutive failed probes before a backend leaves the rotation (default 3)")
+    group.add_argument("--a3-first-byte-timeout", type=_positive_float, default=300.0, metavar="S",
+                       help="seconds a completion may take until its first body byte (a stream's first chunk, "
+                            "a non-stream answer's body) before the client gets 503 (default 300)")
+    group.add_argument("--a3-retry-after", type=_positive_int, default=10, metavar="S",
+                       help="value of the Retry-After header of every 503 (default 10)")
+    group.add_argument("--a3-upstream-script", default=None, metavar="PATH",
+                       help="the upstream proxy script (default: %s next to this file)" % UPSTREAM_FILE)
+    return parser
+
+
+def split_argv(argv, prog="a3_proxy.py"):
+    """Split a command line into (our options, the upstream's arguments in their original order).
+
+    Raises UsageError for a malformed --a3-* option and for an --a3-* option we do not know (the upstream
+    parser would reject it too, but with a less helpful message). Abbreviations are not accepted.
+    """
+    parser = build_parser(prog)
+    ours, rest = parser.parse_known_args(list(argv))
+    unknown = [arg for arg in rest if arg.startswith("--a3-")]
+    if unknown:
+        raise UsageError("unrecognized arguments: %s" % " ".join(unknown))
+    return ours, rest
+
+
+def wants_help(rest):
+    return any(arg in ("-h", "--help") for arg in rest)
+
+
+# ============================================================================ answers and errors
+
+def error_body(message, etype, code):
+    """An OpenAI-style error body."""
+    return {"error": {"message": message, "type": etype, "code": code}}
+
+
+ERROR_TYPES = {400: "BadRequestError", 502: "BadGatewayError", 503: "ServiceUnavailableError"}
+
+
+class Verdict(object):
+    """What the client gets for an upstream answer: pass it on, or an error (code, message, kind).
+
+    kind names the reason for the metrics and logs: empty_200, not_completion, upstream_error,
+    upstream_status.
+    """
+    __slots__ = ("passed", "code", "message", "kind")
+
+    def __init__(self, passed, code=None, message=None, kind=None):
+        self.passed, self.code, self.message, self.kind = passed, code, message, kind
+
+    def __repr__(self):
+        return "Verdict(passed=%r, code=%r, kind=%r, message=%r)" % (self.passed, self.code, self.kind, self.message)
+
+
+PASS = Verdict(True)
+
+
+def _snippet(body, limit=300):
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    body = " ".join(str(body).split())
+    return body if len(body) <= limit else body[:limit] + "..."
+
+
+def _json(body):
+    try:
+        return json.loads(body)
+    except (ValueError, TypeError):
+        return None
+
+
+def is_json_error(body):
+    """True when body is a JSON object carrying an error ({"error": ...} or FastAPI's {"detail": ...})."""
+    data = _json(body)
+    return isinstance(data, dict) and ("error" in data or "detail" in data)
+
+
+def _error_text(data):
+    err = data.get("error", data.get("detail"))
+    if isinstance(err, dict):
+        return str(err.get("message") or err)
+    return str(err)
+
+
+def classify_answer(status, body, failure=None):
+    """Decide what a client gets for a complete upstream answer (a non-stream answer, or any non-2xx).
+
+    status/body: what the upstream app sent (status None when it sent nothing). failure: a short text of
+    the exception the upstream raised, if any (it names the backend that failed).
+    """
+    body = body or b""
+    cause = " (%s)" % failure if failure else ""
+    if status is None:
+        return Verdict(False, 502, "the proxy engine failed before answering%s" % cause, "upstream_error")
+    if 200 <= status < 300:
+        if not body.strip():
+            return Verdict(False, 502, "the backends gave no answer: the proxy engine returned HTTP %d with an "
+                                       "empty body (a decode backend down, or its answer unusable)%s"
+                           % (status, cause), "empty_200")
+        data = _json(body)
+        if isinstance(data, dict) and "error" in data:
+            return Verdict(False, 502, "the backend reported an error: %s" % _error_text(data), "upstream_error")
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            return Verdict(False, 502, "the backends' answer is not a completion (no 'choices'): %s"
+                           % _snippet(body), "not_completion")
+        return PASS
+    if 400 <= status < 500 and is_json_error(body):
+        return PASS
+    if failure:  # the exception says more than the upstream's generic "Internal Server Error"
+        detail = failure
+    else:
+        detail = _error_text(_json(body)) if is_json_error(body) else _snippet(body)
+    return Verdict(False, 502, "the proxy engine answered HTTP %d%s" % (status, (": " + detail) if detail else ""),
+                   "upstream_status")
+
+
+def sse_event(obj):
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n\n"
+
+
+def sse_error_tail(message, previous=b""):
+    """What closes a stream that was cut: an error event and [DONE], after whatever ends the last event."""
+    if previous.endswith(b"\n\n") or not previous:
+        sep = b""
+    elif previous.endswith(b"\n"):
+        sep = b"\n"
+    else:
+        sep = b"\n\n"
+    return sep + sse_event(error_body(message, ERROR_TYPES[502], 502)) + SSE_DONE + b"\n\n"
+
+
+class DoneTracker(object):
+    """Finds "data: [DONE]" in a byte stream whose chunks may split it."""
+
+    def __init__(self):
+        self.tail = b""
+        self.done = False
+        self.data = False
+
+    def feed(self, chunk):
+        if chunk.strip():
+            self.data = True
+        window = self.tail + chunk
+        if SSE_DONE in window:
+            self.done = True
+        self.tail = window[-(len(SSE_DONE) + 4):]
+
+
+# ============================================================================ backend health
+
+def backend_key(host, port):
+    return "%s:%s" % (host, port)
+
+
+class BackendHealth(object):
+    """The prober's view of one backend, and the rotation state machine with its threshold.
+
+    state: "unknown" (listed, not yet answered a probe; it is in the upstream rotation as listed),
+    "up" (answered, in the rotation), "down" (failed `threshold` probes in a row; taken out of the
+    rotation by the prober). observe() returns the action the caller must apply to the upstream
+    rotation: "remove", "add" or None.
+    """
+
+    def __init__(self, role, host, port, threshold, now, reason="listed on the command line"):
+        if role not in ROLES:
+            raise ValueError("role must be one of %s, got %r" % (ROLES, role))
+        self.role, self.host, self.port = role, str(host), int(port)
+        self.threshold = int(threshold)
+        self.state = "unknown"
+        self.failures = 0
+        self.probes = 0
+        self.last_probe_ok = None
+        self.last_probe_time = None
+        self.last_probe_detail = ""
+        self.last_change_time = now
+        self.last_change_reason = reason
+        self.request_failures = 0
+        self.last_request_failure = None
+        self.last_request_failure_time = None
+
+    @property
+    def key(self):
+        return backend_key(self.host, self.port)
+
+    def _change(self, state, now, reason):
+        self.state = state
+        self.last_change_time = now
+        self.last_change_reason = reason
+
+    def observe(self, ok, detail, now):
+        self.probes += 1
+        self.last_probe_ok = bool(ok)
+        self.last_probe_time = now
+        self.last_probe_detail = detail
+        if ok:
+            self.failures = 0
+            if self.state == "down":
+                self._change("up", now, "/health answers again (%s)" % detail)
+                return "add"
+            if self.state == "unknown":
+                self._change("up", now, "first /health probe succeeded (%s)" % detail)
+            return None
+        self.failures += 1
+        if self.state != "down" and self.failures >= self.threshold:
+            self._change("down", now, "%d consecutive failed /health probes (last: %s)" % (self.failures, detail))
+            return "remove"
+        return None
+
+    def request_failed(self, detail, now):
+        """A client request failed or timed out while waiting on this backend. It only marks the backend as
+        suspect (shown in /a3/backends and /metrics, and the prober runs at once): the rotation follows
+        the probes alone."""
+        self.request_failures += 1
+        self.last_request_failure = detail
+        self.last_request_failure_time = now
+
+    def snapshot(self, in_rotation):
+        return {"role": self.role, "backend": self.key, "state": self.state, "in_rotation": bool(in_rotation),
+                "healthy": self.state == "up", "last_probe_ok": self.last_probe_ok,
+                "last_probe_time": iso_time(self.last_probe_time), "last_probe_detail": self.last_probe_detail,
+                "consecutive_failures": self.failures, "last_change_time": iso_time(self.last_change_time),
+                "last_change_reason": self.last_change_reason, "request_failures": self.request_failures,
+                "last_request_failure": self.last_request_failure,
+                "last_request_failure_time": iso_time(self.last_request_failure_time)}
+
+
+def retried_mid_stream(roles):
+    """True when, after a stream started, the upstream asked a decode backend again without a new prefill
+    first (roles: the roles of the backends contacted since the first byte, in order). That is the
+    upstream's retry of a failed decode stream: it starts the answer again, so the client would get its
+    beginning twice. (Its "recomputed" continuation asks a prefill first.)"""
+    for role in roles:
+        if role == "prefill":
+            return False
+        if role == "decode":
+            return True
+    return False
+
+
+def culprit(trace):
+    """The backend a failed request was waiting on, from its trace ([{"backend": "h:p", "status": int or
+    None}, ...] in the order the upstream contacted them): the last one that never answered (a
+    connection error, a hang), else the last one contacted (it answered, but not usefully). None when
+    no backend was contacted."""
+    for entry in reversed(trace):
+        if entry["status"] is None:
+            return entry["backend"]
+    return trace[-1]["backend"] if trace else None
+
+
+def iso_time(ts):
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + ".%03dZ" % int((ts % 1) * 1000)
+
+
+def usable(snap):
+    return snap["healthy"] and snap["in_rotation"]
+
+
+def health_decision(snapshots):
+    """(HTTP status, JSON body) of /healthcheck, from the backend snapshots (BackendHealth.snapshot)."""
+    healthy = dict((role, [s for s in snapshots if s["role"] == role and usable(s)]) for role in ROLES)
+    counts = {"healthy_prefill": len(healthy["prefill"]), "healthy_decode": len(healthy["decode"]),
+              "prefill_instances": sum(1 for s in snapshots if s["role"] == "prefill" and s["in_rotation"]),
+              "decode_instances": sum(1 for s in snapshots if s["role"] == "decode" and s["in_rotation"])}
+    missing = [role for role in ROLES if not healthy[role]]
+    if not missing:
+        return 200, dict({"status": "ok"}, **counts)
+    parts = []
+    for role in missing:
+        mine = [s for s in snapshots if s["role"] == role]
+        if not mine:
+            parts.append("no %s backend is configured" % role)
+            continue
+        why = ", ".join("%s %s" % (s["backend"], _why_not(s)) for s in mine)
+        parts.append("no healthy %s backend in rotation (%s)" % (role, why))
+    return 503, dict({"status": "unavailable", "missing": missing, "message": "; ".join(parts)}, **counts)
+
+
+def _why_not(snap):
+    if snap["state"] == "unknown":
+        if snap["last_probe_ok"] is None:
+            return "not probed yet"
+        return "not answered /health yet (%d failed: %s)" % (snap["consecutive_failures"], snap["last_probe_detail"])
+    if snap["state"] == "down":
+        return "out of rotation: %s" % snap["last_change_reason"]
+    if not snap["in_rotation"]:
+        return "healthy but not in the upstream rotation (removed through /instances/remove?)"
+    return "ok"
+
+
+# ============================================================================ metrics
+
+def _label(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render_metrics(requests, snapshots, counters):
+    """Prometheus text. requests: {(endpoint, code): n}; counters: {name: n} of the *_total counters."""
+    out = ["# HELP a3_proxy_requests_total Completion requests by endpoint and the HTTP status the client got.",
+           "# TYPE a3_proxy_requests_total counter"]
+    for (endpoint, code), n in sorted(requests.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        out.append('a3_proxy_requests_total{endpoint="%s",code="%s"} %d' % (_label(endpoint), _label(code), n))
+    out += ["# HELP a3_proxy_backend_up 1 when the backend is healthy and in the upstream rotation, else 0.",
+            "# TYPE a3_proxy_backend_up gauge"]
+    for s in sorted(snapshots, key=lambda s: (s["role"], s["backend"])):
+        out.append('a3_proxy_backend_up{role="%s",backend="%s"} %d' % (s["role"], _label(s["backend"]),
+                                                                     1 if usable(s) else 0))
+    out += ["# HELP a3_proxy_backend_consecutive_failures Consecutive failed /health probes of the backend.",
+            "# TYPE a3_proxy_backend_consecutive_failures gauge"]
+    for s in sorted(snapshots, key=lambda s: (s["role"], s["backend"])):
+        out.append('a3_proxy_backend_consecutive_failures{role="%s",backend="%s"} %d'
+                   % (s["role"], _label(s["backend"]), s["consecutive_failures"]))
+    out += ["# HELP a3_proxy_backend_request_failures_total Client requests that failed or timed out waiting on "
+            "the backend.", "# TYPE a3_proxy_backend_request_failures_total counter"]
+    for s in sorted(snapshots, key=lambda s: (s["role"], s["backend"])):
+        out.append('a3_proxy_backend_request_failures_total{role="%s",backend="%s"} %d'
+                   % (s["role"], _label(s["backend"]), s.get("request_failures", 0)))
+    helps = {
+        "a3_proxy_empty_200_blocked_total": "Empty HTTP 200 answers of the proxy engine turned into 502.",
+        "a3_proxy_first_byte_timeouts_total": "Completions cancelled because no first byte came in time (503).",
+        "a3_proxy_not_completion_blocked_total": "HTTP 200 answers without choices turned into 502.",
+        "a3_proxy_upstream_errors_total": "Failures of the proxy engine or a backend turned into 502.",
+        "a3_proxy_no_backend_total": "Completions refused at once with 503: no healthy prefill or decode backend.",
+        "a3_proxy_stream_interrupted_total": "Streams cut midway, closed with an error event and [DONE].",
+        "a3_proxy_rotation_changes_total": "Backends taken out of or put back into the upstream rotation.",
+    }
+    for name in sorted(helps):
+        out += ["# HELP %s %s" % (name, helps[name]), "# TYPE %s counter" % name,
+                "%s %d" % (name, counters.get(name, 0))]
+    return "\n".join(out) + "\n"
+
+
+# ============================================================================ the live proxy (needs httpx, uvicorn)
+
+# The backends one client request contacted, filled by httpx event hooks on the upstream's clients. The
+# upstream runs each request in a task that copies our context, so the hooks see the request's own list.
+_TRACE = contextvars.ContextVar("a3_proxy_trace", default=None)
+
+
+def _url_key(url):
+    return backend_key(url.host, url.port or (443 if url.scheme == "https" else 80))
+
+
+async def _trace_request(request):
+    trace = _TRACE.get()
+    if trace is not None:
+        trace.append({"backend": _url_key(request.url), "status": None})
+
+
+async def _trace_response(response):
+    trace = _TRACE.get()
+    if trace is not None:
+        key = _url_key(response.request.url)
+        for entry in reversed(trace):
+            if entry["backend"] == key and entry["status"] is None:
+                entry["status"] = response.status_code
+                break
+
+
+def _hook(server):
+    """Add the trace hooks to the httpx client of one of the upstream's ServerState objects (once)."""
+    client = server.client
+    if getattr(client, "_a3_traced", False):
+        return
+    hooks = client.event_hooks
+    hooks.setdefault("request", []).append(_trace_request)
+    hooks.setdefault("response", []).append(_trace_response)
+    client.event_hooks = hooks
+    client._a3_traced = True
+
+
+def load_upstream(path):
+    """Import the upstream proxy script by path (it builds its FastAPI app at import time)."""
+    spec = importlib.util.spec_from_file_location(UPSTREAM_MODULE, path)
+    if spec is None or spec.loader is None:
+        raise ImportError("cannot load %s" % path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[UPSTREAM_MODULE] = module
+    spec.loader.exec_module(module)
+    missing = [name for name in ("parse_args", "app", "ProxyState", "ServerState") if not hasattr(module, name)]
+    if missing:
+        raise ImportError("%s lacks %s: not the vllm-ascend v0.18.0 proxy example" % (path, ", ".join(missing)))
+    return module
+
+
+def upstream_args(module, rest, prog):
+    """Let the upstream script parse its own arguments (it reads sys.argv)."""
+    saved = sys.argv
+    sys.argv = [prog] + list(rest)
+    try:
+        return module.parse_args()
+    finally:
+        sys.argv = saved
+
+
+def _exc_text(exc):
+    """A one-line account of an exception the upstream raised, naming the backend URL when httpx knows it."""
+    request = getattr(exc, "_request", None)  # httpx errors keep their request here
+    url = getattr(request, "url", None)
+    where = " %s %s" % (getattr(request, "method", ""), url) if url is not None else ""
+    carried = _status_error_answer(exc)
+    if carried:
+        status, body = carried
+        detail = _error_text(_json(body)) if is_json_error(body) else _snippet(body, 200)
+        return "backend%s answered HTTP %d%s" % (where, status, (": " + detail) if detail else "")
+    first_line = (str(exc) or repr(exc)).strip().splitlines()[0]
+    return "%s: %s%s" % (type(exc).__name__, first_line, (" (%s)" % where.strip()) if where else "")
+
+
+def _status_error_answer(exc):
+    """(status, body) of a backend's answer carried by an httpx.HTTPStatusError, else None."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if not isinstance(status, int):
+        return None
+    try:
+        return status, bytes(response.content)
+    except Exception:  # a streamed response that was never read
+        return status, b""
+
+
+class _Upstream(object):
+    """One request forwarded to the upstream ASGI app, its messages collected through a queue.
+
+    The upstream learns that the request is over (timeout, client gone, our decision) the way it learns
+    of a client disconnect: receive() returns http.disconnect, and send() raises OSError.
+    """
+
+    def __init__(self, app, scope, body, receive):
+        self.trace = []
+        _TRACE.set(self.trace)  # the upstream task created below copies this context
+        self.queue = asyncio.Queue(maxsize=64)
+        self.abort = asyncio.Event()
+        self.client_gone = False
+        self._body_given = False
+        self._receive = receive
+        scope = dict(scope)
+        # Ask for the ASGI 2.3 behaviour (starlette then watches receive() for a disconnect while it
+        # streams), so an abort also stops a stream that waits on a hung backend.
+        scope["asgi"] = dict(scope.get("asgi") or {}, spec_version="2.3")
+        self._body = body
+        self.task = asyncio.ensure_future(self._run(app, scope))
+
+    async def _run(self, app, scope):
+        try:
+            await app(scope, self.receive, self.send)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the upstream re-raises after its 500 answer: keep the cause
+            await self._put(("exc", exc))
+            return
+        await self._put(("end", None))
+
+    async def _put(self, item):
+        if self.abort.is_set():
+            return
+        await self.queue.put(item)
+
+    async def receive(self):
+        if not self._body_given:
+            self._body_given = True
+            return {"type": "http.request", "body": self._body, "more_body": False}
+        if self.abort.is_set():
+            return {"type": "http.disconnect"}
+        real = asyncio.ensure_future(self._receive())
+        aborted = asyncio.ensure_future(self.abort.wait())
+        try:
+            done, _ = await asyncio.wait({real, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (real, aborted):
+                if not fut.done():
+                    fut.cancel()
+        if real in done:
+            message = real.result()
+            if message.get("type") == "http.disconnect":
+                self.client_gone = True
+            return message
+        return {"type": "http.disconnect"}
+
+    async def send(self, message):
+        if self.abort.is_set():
+            raise OSError("a3_proxy: the request is over")
+        await self.queue.put(("msg", message))
+
+    async def get(self, timeout=None):
+        if timeout is None:
+            return await self.queue.get()
+        return await asyncio.wait_for(self.queue.get(), timeout)
+
+    async def close(self, grace=3.0):
+        """End the upstream request: signal a disconnect, let it unwind, cancel it if it does not."""
+        self.abort.set()
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        if self.task.done():
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), grace)
+        except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+            pass
+        if not self.task.done():
+            self.task.cancel()
+            try:
+                await asyncio.wait_for(self.task, 1.0)
+            except BaseException:
+                pass
+
+
+async def _read_request_body(receive):
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        if message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+async def _send_json(send, status, obj, headers=()):
+    body = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    await _send_bytes(send, status, body, b"application/json", headers)
+
+
+async def _send_bytes(send, status, body, content_type, headers=()):
+    hdrs = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())] + list(headers)
+    await send({"type": "http.response.start", "status": status, "headers": hdrs})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class HonestProxy(object):
+    """The ASGI app: our endpoints and checks around the upstream app."""
+
+    def __init__(self, upstream, options):
+        self.up = upstream
+        self.opt = options
+        self.backends = {}  # (role, "host:port") -> BackendHealth
+        self.requests = {}
+        self.counters = {}
+        self._wake = None
+        self._prober = None
+        self._probe_client = None
+        self._lifespan_cm = None
+        self._retry_after = [(b"retry-after", str(options.a3_retry_after).encode())]
+        now = time.time()
+        args = upstream.global_args
+        for role, instances in (("prefill", args.prefiller_instances), ("decode", args.decoder_instances)):
+            for host, port in instances:
+                self._track(role, host, port, now, "listed on the command line")
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _track(self, role, host, port, now, reason):
+        key = (role, backend_key(host, port))
+        if key not in self.backends:
+            self.backends[key] = BackendHealth(role, host, port, self.opt.a3_fail_threshold, now, reason)
+        return self.backends[key]
+
+    def _count(self, name, n=1):
+        self.counters[name] = self.counters.get(name, 0) + n
+
+    def _count_request(self, endpoint, code):
+        self.requests[(endpoint, str(code))] = self.requests.get((endpoint, str(code)), 0) + 1
+
+    def _lists(self, role):
+        state = self.up.proxy_state
+        if state is None:
+            return [], []
+        if role == "prefill":
+            return list(state.prefillers), list(state.tainted_prefillers)
+        return list(state.decoders), list(state.tainted_decoders)
+
+    def in_rotation(self, backend):
+        servers, tainted = self._lists(backend.role)
+        return (any(str(s) == backend.key for s in servers)
+                and not any(str(s) == backend.key for s in tainted))
+
+    def snapshots(self):
+        return [b.snapshot(self.in_rotation(b)) for b in self.backends.values()]
+
+    def _discover(self):
+        """Backends added to the upstream through /instances/add are probed too."""
+        now = time.time()
+        for role in ROLES:
+            for server in self._lists(role)[0]:
+                _hook(server)
+                self._track(role, server.host, server.port, now, "found in the upstream rotation (/instances/add)")
+
+    # ------------------------------------------------------------------ rotation (the upstream's own add/remove)
+    def _remove(self, backend, reason):
+        state = self.up.proxy_state
+        servers, _ = self._lists(backend.role)
+        found = [s for s in servers if str(s) == backend.key]
+        if not found:
+            log.warning("%s backend %s: leaves the rotation (%s); it was not in the upstream rotation",
+                        backend.role, backend.key, reason)
+            return
+        remove = state.remove_prefillers if backend.role == "prefill" else state.remove_decoders
+        waiting = remove(found)
+        self._count("a3_proxy_rotation_changes_total")
+        log.warning("%s backend %s: taken out of the rotation: %s%s", backend.role, backend.key, reason,
+                    " (requests in flight: the upstream marks it and removes it once they are done)" if waiting else "")
+
+    def _add(self, backend, reason):
+        # The upstream's add_prefillers/add_decoders (what its /instances/add ends in), called directly:
+        # its add_instances first asks GET /v1/models through a client without a timeout (a hung backend
+        # would block the prober) and parks a failing backend with a thread that retries it. The probe has
+        # just seen /health answer 200, which is the check that counts here.
+        state = self.up.proxy_state
+        server = self.up.ServerState(backend.host, backend.port)
+        add = state.add_prefillers if backend.role == "prefill" else state.add_decoders
+        _hook(server)
+        add([server])
+        servers, _ = self._lists(backend.role)
+        if not any(s is server for s in servers):  # it was only marked for removal: the old entry is kept
+            asyncio.ensure_future(server.client.aclose())
+        self._count("a3_proxy_rotation_changes_total")
+        log.warning("%s backend %s: back in the rotation: %s", backend.role, backend.key, reason)
+
+    def _reconcile(self, backend):
+        """A backend the probes hold down must not be in the upstream rotation (someone may have added it
+        back through /instances/add). A healthy backend removed through /instances/remove stays out."""
+        if backend.state == "down" and self.in_rotation(backend):
+            self._remove(backend, "still in the upstream rotation while its probes fail")
+
+    # ------------------------------------------------------------------ prober
+    async def _probe(self, backend):
+        import httpx
+        host = "[%s]" % backend.host if ":" in backend.host else backend.host
+        url = "http://%s:%d/health" % (host, backend.port)
+        timeout = self.opt.a3_probe_timeout
+        try:
+            response = await asyncio.wait_for(self._probe_client.get(url), timeout + 0.5)
+        except (asyncio.TimeoutError, httpx.TimeoutException):
+            return False, "no answer within %gs" % timeout
+        except httpx.HTTPError as exc:
+            return False, "%s: %s" % (type(exc).__name__, str(exc) or "connection failed")
+        except OSError as exc:
+            return False, "%s: %s" % (type(exc).__name__, exc)
+        if response.status_code == 200:
+            return True, "HTTP 200"
+        return False, "HTTP %d" % response.status_code
+
+    async def probe_round(self):
+        self._discover()
+        backends = list(self.backends.values())
+        results = await asyncio.gather(*(self._probe(b) for b in backends))
+        now = time.time()
+        for backend, (ok, detail) in zip(backends, results):
+            before = backend.state
+            action = backend.observe(ok, detail, now)
+            try:
+                if action == "remove":
+                    self._remove(backend, backend.last_change_reason)
+                    continue
+                if action == "add":
+                    self._add(backend, backend.last_change_reason)
+                    continue
+            except Exception:
+                log.exception("%s backend %s: the upstream's %s failed", backend.role, backend.key, action)
+                continue
+            if backend.state != before:
+                log.info("%s backend %s: %s -> %s: %s", backend.role, backend.key, before, backend.state,
+                         backend.last_change_reason)
+            elif not ok and backend.state != "down":
+                log.warning("%s backend %s: probe failed (%d of %d before it leaves the rotation): %s",
+                            backend.role, backend.key, backend.failures, backend.threshold, detail)
+            self._reconcile(backend)
+
+    async def _probe_loop(self):
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            self._wake.clear()
+            try:
+                await self.probe_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("probe round failed")
+            wait = max(0.2, self.opt.a3_probe_interval - (loop.time() - started))
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait)
+                await asyncio.sleep(0.2)  # a request asked for an early round: not more than 5 a second
+            except asyncio.TimeoutError:
+                pass
+
+    def suspect(self, trace, why):
+        """A request failed or timed out: note it on the backend it was waiting on (culprit()), and probe
+        now rather than at the next interval. Returns "<role> backend <host:port>", or "" if unknown."""
+        key = culprit(trace)
+        found = [b for b in self.backends.values() if b.key == key]
+        who = " or ".join("%s backend %s" % (b.role, b.key) for b in found) or (
+            "backend %s" % key if key else "")
+        for backend in found:
+            backend.request_failed(why, time.time())
+        log.warning("request failed (%s)%s: probing the backends now", why, (", waiting on " + who) if who else "")
+        if self._wake is not None:
+            self._wake.set()
+        return who
+
+    # ------------------------------------------------------------------ ASGI
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await self._lifespan(receive, send)
+        if scope["type"] != "http":
+            return await self.up.app(scope, receive, send)
+        path, method = scope.get("path", ""), scope.get("method", "GET")
+        if path in ("/healthcheck", "/a3/backends", "/metrics"):
+            if method != "GET":
+                return await _send_json(send, 405, {"detail": "Method Not Allowed"}, [(b"allow", b"GET")])
+            if path == "/healthcheck":
+                status, body = health_decision(self.snapshots())
+                return await _send_json(send, status, body, self._retry_after if status == 503 else ())
+            if path == "/a3/backends":
+                return await _send_json(send, 200, sorted(self.snapshots(), key=lambda s: (s["role"], s["backend"])))
+            text = render_metrics(self.requests, self.snapshots(), self.counters).encode()
+            return await _send_bytes(send, 200, text, b"text/plain; version=0.0.4; charset=utf-8")
+        if path in COMPLETION_PATHS and method == "POST":
+            return await self._completion(scope, receive, send)
+        return await self.up.app(scope, receive, send)
+
+    async def _lifespan(self, receive, send):
+        import httpx
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        try:
+            self._lifespan_cm = self.up.app.router.lifespan_context(self.up.app)
+            await self._lifespan_cm.__aenter__()
+            self._discover()  # hooks the clients the upstream just made
+            self._probe_client = httpx.AsyncClient(timeout=httpx.Timeout(self.opt.a3_probe_timeout), trust_env=False,
+                                                   limits=httpx.Limits(max_keepalive_connections=0))
+            self._wake = asyncio.Event()
+            self._prober = asyncio.ensure_future(self._probe_loop())
+        except Exception as exc:
+            log.exception("start-up failed")
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            return
+        log.info("probing %d backends every %gs (timeout %gs, %d failures take one out of the rotation); "
+                 "first-byte timeout %gs", len(self.backends), self.opt.a3_probe_interval, self.opt.a3_probe_timeout,
+                 self.opt.a3_fail_threshold, self.opt.a3_first_byte_timeout)
+        await send({"type": "lifespan.startup.complete"})
+        message = await receive()
+        self._prober.cancel()
+        try:
+            await self._prober
+        except BaseException:
+            pass
+        await self._probe_client.aclose()
+        try:
+            await self._lifespan_cm.__aexit__(None, None, None)
+        except Exception:
+            log.exception("the upstream's shutdown failed")
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _error(self, send, endpoint, code, message, headers=()):
+        self._count_request(endpoint, code)
+        await _send_json(send, code, error_body(message, ERROR_TYPES.get(code, "Error"), code), headers)
+
+    async def _completion(self, scope, receive, send):
+        endpoint = scope["path"]
+        status, health = health_decision(self.snapshots())
+        if status != 200:
+            self._count("a3_proxy_no_backend_total")
+            return await self._error(send, endpoint, 503, health["message"] + "; retry later", self._retry_after)
+        body = await _read_request_body(receive)
+        if body is None:
+            self._count_request(endpoint, 499)
+            return
+        request = _json(body)
+        if not isinstance(request, dict):
+            return await self._error(send, endpoint, 400, "the request body must be a JSON object")
+        stream = bool(request.get("stream", False))
+        upstream = _Upstream(self.up.app, scope, body, receive)
+        try:
+            await self._forward(upstream, send, endpoint, stream)
+        finally:
+            await upstream.close()
+
+    async def _forward(self, upstream, send, endpoint, stream):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.opt.a3_first_byte_timeout
+        start, chunks, failure, finished, first_byte = None, [], None, False, False
+        try:
+            while not finished and not first_byte:
+                kind, item = await upstream.get(max(0.0, deadline - loop.time()))
+                if kind == "msg" and item["type"] == "http.response.start":
+                    start = item
+                elif kind == "msg" and item["type"] == "http.response.body":
+                    data = item.get("body", b"")
+                    if data:
+                        chunks.append(data)
+                        first_byte = start is not None and 200 <= start["status"] < 300 and bool(data.strip())
+                elif kind == "exc":
+                    failure, finished = item, True
+                elif kind == "end":
+                    finished = True
+        except asyncio.TimeoutError:
+            self._count("a3_proxy_first_byte_timeouts_total")
+            who = self.suspect(upstream.trace, "no first byte within %gs" % self.opt.a3_first_byte_timeout)
+            return await self._error(send, endpoint, 503, "no answer from the backends within %gs (first-byte "
+                                     "timeout%s); the request was cancelled, retry later"
+                                     % (self.opt.a3_first_byte_timeout, (", waiting on " + who) if who else ""),
+                                     self._retry_after)
+        if upstream.client_gone:
+            self._count_request(endpoint, 499)
+            return
+        if not first_byte:
+            return await self._answer_failed(upstream, send, endpoint, start, b"".join(chunks), failure)
+        if not stream:
+            while not finished:
+                kind, item = await upstream.get()
+                if kind == "msg" and item["type"] == "http.response.body":
+                    chunks.append(item.get("body", b""))
+                elif kind in ("exc", "end"):
+                    failure, finished = (item if kind == "exc" else None), True
+            if upstream.client_gone:
+                self._count_request(endpoint, 499)
+                return
+            return await self._answer_complete(upstream, send, endpoint, start, b"".join(chunks), failure)
+        return await self._answer_stream(upstream, send, endpoint, start, chunks)
+
+    async def _answer_failed(self, upstream, send, endpoint, start, body, failure):
+        """The upstream finished without a usable first byte: pass a backend's 4xx JSON error, else 502."""
+        status = start["status"] if start else None
+        if failure is not None:
+            carried = _status_error_answer(failure)
+            if carried and 400 <= carried[0] < 500 and is_json_error(carried[1]):
+                self._count_request(endpoint, carried[0])
+                return await _send_bytes(send, carried[0], carried[1], b"application/json")
+        return await self._answer_complete(upstream, send, endpoint, start, body, failure)
+
+    async def _answer_complete(self, upstream, send, endpoint, start, body, failure):
+        status = start["status"] if start else None
+        verdict = classify_answer(status, body, _exc_text(failure) if failure is not None else None)
+        if verdict.passed:
+            self._count_request(endpoint, status)
+            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-length",
+                                                                                      b"content-type",
+                                                                                      b"transfer-encoding")]
+            ctype = dict((k.lower(), v) for k, v in start.get("headers", [])).get(b"content-type",
+                                                                                  b"application/json")
+            return await _send_bytes(send, status, body, ctype, headers)
+        self._count({"empty_200": "a3_proxy_empty_200_blocked_total",
+                     "not_completion": "a3_proxy_not_completion_blocked_total"}.get(verdict.kind,
+                                                                                    "a3_proxy_upstream_errors_total"))
+        message = verdict.message
+        who = self.suspect(upstream.trace, verdict.kind)
+        if who and who.rsplit(" ", 1)[-1] not in message:
+            message += " [last backend: %s]" % who
+        log.warning("%s: %s -> %d", endpoint, message, verdict.code)
+        return await self._error(send, endpoint, verdict.code, message)
+
+    def _role_of(self, key):
+        roles = set(b.role for b in self.backends.values() if b.key == key)
+        return roles.pop() if len(roles) == 1 else None
+
+    async def _answer_stream(self, upstream, send, endpoint, start, chunks):
+        self._count_request(endpoint, start["status"])
+        since = len(upstream.trace)
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        tracker = DoneTracker()
+        await send({"type": "http.response.start", "status": start["status"], "headers": headers})
+        for data in chunks:
+            tracker.feed(data)
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        failure, retried = None, False
+        while True:
+            kind, item = await upstream.get()
+            if kind == "msg" and item["type"] == "http.response.body":
+                data = item.get("body", b"")
+                if data and retried_mid_stream([self._role_of(e["backend"]) for e in upstream.trace[since:]]):
+                    retried = True  # what follows repeats the start of the answer: stop here
+                    break
+                if data:
+                    tracker.feed(data)
+                    await send({"type": "http.response.body", "body": data, "more_body": True})
+            elif kind == "exc":
+                failure = item
+                break
+            elif kind == "end":
+                break
+        if upstream.client_gone:
+            return
+        tail = b""
+        if not tracker.done:
+            why = "the answer stream was cut before it ended (a decode backend failed mid-answer)"
+            if retried:
+                why += "; the proxy engine retried the decode from the start, the repeated text was not sent"
+            if failure is not None:
+                why += ": " + _exc_text(failure)
+            self._count("a3_proxy_stream_interrupted_total")
+            who = self.suspect(upstream.trace, "stream cut")
+            if who:
+                why += " [last backend: %s]" % who
+            log.warning("%s: %s", endpoint, why)
+            tail = sse_error_tail(why, tracker.tail)
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+# ============================================================================ main
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    prog = os.path.basename(sys.argv[0]) or "a3_proxy.py"
+    try:
+        ours, rest = split_argv(argv, prog)
+    except UsageError as exc:
+        parser = build_parser(prog)
+        parser.print_usage(sys.stderr)
+        sys.stderr.write("%s: error: %s\n" % (prog, exc))
+        return 2
+    if wants_help(rest):
+        build_parser(prog).print_help()
+        print("\nThe options of %s follow.\n" % UPSTREAM_FILE)
+    script = ours.a3_upstream_script or os.path.join(os.path.dirname(os.path.abspath(__file__)), UPSTREAM_FILE)
+    try:
+        sys.stdout.reconfigure(line_buffering=True)  # the upstream prints its status: show it in docker logs now
+    except (AttributeError, ValueError):
+        pass
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in ("httpx", "httpcore"):  # one line per probe and per forwarded request otherwise
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if not os.path.isfile(script):
+        sys.stderr.write("%s: error: the upstream proxy script %s does not exist\n" % (prog, script))
+        return 2
+    upstream = load_upstream(script)
+    try:
+        args = upstream_args(upstream, rest, prog)
+    except ValueError as exc:  # the upstream's own check of the host and port counts
+        sys.stderr.write("%s: error: %s\n" % (prog, exc))
+        return 2
+    upstream.global_args = args
+    import uvicorn
+    log.info("wrapping %s: prefill %s, decode %s", script,
+             " ".join(backend_key(h, p) for h, p in args.prefiller_instances),
+             " ".join(backend_key(h, p) for h, p in args.decoder_instances))
+    uvicorn.run(HonestProxy(upstream, ours), host=args.host, port=args.port, timeout_graceful_shutdown=5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
