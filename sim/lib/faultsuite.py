@@ -35,7 +35,9 @@ PROXY = "http://127.30.0.11:8088"
 MODEL = "glm-5.1"
 CONTAINER, PROXY_CONTAINER = "yr_glm5", "yr_glm5_proxy"
 NODE_PREFIX = os.environ.get("A3SIM_NODE_PREFIX", "a3sim-")
-ENGINE_PATTERN = "vllm_sim serve|vllm serve"   # the engine processes (pkill -f) inside yr_glm5
+# The engine processes inside yr_glm5 (`python3 -m vllm_sim serve ...`, started by the `vllm` shim). Anchored
+# at the start of the command line, so that the `bash -c` running pgrep/pkill never matches itself.
+ENGINE_PATTERN = "^[^ ]*python[0-9.]* -m vllm_sim serve"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 

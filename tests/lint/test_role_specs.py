@@ -18,7 +18,7 @@ ROLES_DIR = ROOT / "roles"
 INVENTORY = ROOT / "inventories" / "a3"
 ROLES = sorted(p.name for p in ROLES_DIR.iterdir() if (p / "tasks").is_dir())
 # Task files that are entry points of their own (include_role/import_role tasks_from: <name>).
-EXTRA_ENTRY_POINTS = ("render", "stop")
+EXTRA_ENTRY_POINTS = ("render", "stop", "names")
 
 
 def _load(path: Path):
