@@ -7,21 +7,25 @@ set -u
 cd /workspace/glm5-a3-large-ep
 addr='<节点0业务IP>:18481'
 worker_pid() { pgrep -o -f -- "-worker_address=$addr"; }
+stopping=.yr_worker_stopping   # written by 'stop': the worker's end is then planned, not a failure
 case "${1:-}" in
   run)
     if worker_pid >/dev/null; then
       echo "replacing the worker already running at $addr (not started by ascend-yr-worker.service)"
       dscli stop -w "$addr" || true
     fi
+    rm -f "$stopping"
     bash run_yr_worker.sh || exit $?
     pid=$(worker_pid) || { echo "dscli start returned but no worker runs at $addr" >&2; exit 1; }
     echo "worker $addr runs as pid $pid"
     tail --pid="$pid" -f /dev/null
+    if [ -e "$stopping" ]; then rm -f "$stopping"; echo "worker $addr (pid $pid) stopped"; exit 0; fi
     echo "worker $addr (pid $pid) ended" >&2
     exit 1
     ;;
   stop)
     worker_pid >/dev/null || exit 0
+    touch "$stopping"
     exec dscli stop -w "$addr"
     ;;
   *)
