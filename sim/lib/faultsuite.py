@@ -71,9 +71,10 @@ def http_status(url: str, timeout: float = 3, body: dict | None = None) -> int:
 
 
 def registered_workers() -> list:
-    """Worker addresses registered in etcd (/datasystem/cluster/<ip:port>), through etcd's JSON gateway."""
+    """Worker addresses registered in etcd (/datasystem/cluster/<ip:port>) whose state is ready (value
+    "<ts>;ready[;hostId]"), through etcd's JSON gateway."""
     body = {"key": base64.b64encode(b"/datasystem/cluster/").decode(),
-            "range_end": base64.b64encode(b"/datasystem/cluster0").decode(), "keys_only": True}
+            "range_end": base64.b64encode(b"/datasystem/cluster0").decode()}
     req = urllib.request.Request("http://%s/v3/kv/range" % ETCD, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     try:
@@ -81,7 +82,8 @@ def registered_workers() -> list:
             kvs = json.loads(resp.read()).get("kvs", [])
     except (OSError, ValueError):
         return []
-    return sorted(base64.b64decode(kv["key"]).decode().rsplit("/", 1)[-1] for kv in kvs)
+    return sorted(base64.b64decode(kv["key"]).decode().rsplit("/", 1)[-1] for kv in kvs
+                  if base64.b64decode(kv.get("value", "")).decode("utf-8", "replace").split(";")[1:2] == ["ready"])
 
 
 def health_problems() -> list:
