@@ -169,14 +169,14 @@ def log_since_start(path: str, offset_file: str, limit: int = 400000) -> str:
 def container_running(name: str) -> bool:
     try:
         out = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", name], capture_output=True,
-                             text=True, timeout=20)
+                             text=True, timeout=20, check=False)
     except (OSError, subprocess.SubprocessError):
         return False
     return out.returncode == 0 and out.stdout.strip() == "true"
 
 
 def tcp_open(hostport: str, timeout: float = 2.0) -> bool:
-    host, _, port = hostport.rpartition(":")
+    host, _unused, port = hostport.rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
             return True
@@ -205,7 +205,7 @@ def http_status(url: str, timeout: float, body: dict | None = None) -> tuple:
 def systemctl_show(unit: str, props: list) -> dict:
     try:
         out = subprocess.run(["systemctl", "show", unit, "-p", ",".join(props)], capture_output=True, text=True,
-                             timeout=20).stdout
+                             timeout=20, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -333,7 +333,7 @@ def cmd_canary(args) -> int:
         state = {}
     local = {}
     for base in cfg["local"]:
-        status, _ = http_status(base + "/health", cfg.get("health_timeout", 5))
+        status, _unused = http_status(base + "/health", cfg.get("health_timeout", 5))
         if status != 200:
             local[base] = "down"
             continue
