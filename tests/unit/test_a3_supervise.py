@@ -84,7 +84,7 @@ def test_canary_counts_only_consecutive_silences():
 
 def test_canary_restarts_when_a_peer_is_down_while_we_serve():
     state = {}
-    for _ in range(2):
+    for _unused in range(2):
         state, reason = sup.canary_step(state, {A: "ok"}, {P: False}, 3, 3)
         assert reason is None
     state, reason = sup.canary_step(state, {A: "ok"}, {P: False}, 3, 3)
@@ -94,7 +94,7 @@ def test_canary_restarts_when_a_peer_is_down_while_we_serve():
 def test_canary_ignores_down_peers_while_our_ranks_are_down_too():
     # during a group restart nobody serves: that is the supervisor's business, not a reason to restart again
     state = {}
-    for _ in range(5):
+    for _unused in range(5):
         state, reason = sup.canary_step(state, {A: "down"}, {P: False}, 3, 3)
         assert reason is None and state["peer"][P] == 0
 
