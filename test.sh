@@ -2,7 +2,8 @@
 # All tests: static checks, unit/golden/validation tests, the simulation's own tests and the molecule
 # scenarios on the simulated A3 cluster. Installs and starts what it needs (./setup.sh, sim/cluster.sh).
 #   ./test.sh            everything
-#   ./test.sh fast       no simulated cluster (static + unit + golden + validation)
+#   ./test.sh fast       no simulated cluster (static + unit + golden + validation + ansible-test sanity +
+#                        the installed tarball's render)
 set -euo pipefail
 cd "$(dirname "$0")"
 mode=${1:-all}
@@ -17,6 +18,10 @@ step "collection build"; ansible-galaxy collection build --force --output-path .
 step "unit, golden, validation and lint tests"
 pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/sim/test_tools.py \
   tests/sim/test_loadgen.py
+step "ansible-test sanity (offline; tests/sanity.sh)"
+tests/sanity.sh
+step "collection tarball: members, install into an empty path, render from it"
+pytest -q -p no:cacheprovider tests/collection
 [ "$mode" = fast ] && exit 0
 
 step "simulated cluster: images, the simulation's own tests"

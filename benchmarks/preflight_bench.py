@@ -168,7 +168,7 @@ def delay_models(args) -> list:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("-i", "--inventory", default="inventories/sim", help="inventory (default: inventories/sim)")
     parser.add_argument("--runs", type=int, default=1, help="timed runs of each playbook, alternating (default 1)")
     parser.add_argument("--warmup", type=int, default=1,

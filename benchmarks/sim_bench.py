@@ -25,7 +25,10 @@ ENV = dict(os.environ, PATH="%s:%s" % (ROOT / ".venv" / "bin", os.environ["PATH"
 
 def used_mib() -> float:
     info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
-    kib = lambda k: int(info[k].split()[0])  # noqa: E731
+
+    def kib(key):
+        return int(info[key].split()[0])
+
     return (kib("MemTotal") - kib("MemAvailable")) / 1024
 
 
@@ -42,7 +45,7 @@ class Peak(threading.Thread):
 
 def timed(argv, env=None) -> float:
     start = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, env=env or ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(argv, cwd=ROOT, env=env or ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     took = time.monotonic() - start
     if proc.returncode != 0:
         raise SystemExit("%s failed (rc %d):\n%s" % (" ".join(argv), proc.returncode, proc.stdout[-4000:]))
@@ -77,9 +80,9 @@ def main():
     peak.join()
     width = max(len(r[0]) for r in rows)
     for name, secs in rows:
-        print("%-*s %8.1f s" % (width, name, secs))
-    print("%-*s %8.0f MiB (host memory in use above the %d MiB baseline)" % (width, "peak memory of the simulation",
-                                                                           peak.peak - baseline, baseline))
+        print(f"{name:<{width}} {secs:8.1f} s")
+    label = "peak memory of the simulation"
+    print(f"{label:<{width}} {peak.peak - baseline:8.0f} MiB (host memory in use above the {baseline:.0f} MiB baseline)")
 
 
 if __name__ == "__main__":

@@ -205,4 +205,3 @@ class FilterModule:
             "hccn_compare_tls": hccn_compare_tls,
             "hccn_failure_message": hccn_failure_message,
         }
-

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 import time
 import urllib.error
-import urllib.request
+
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError, open_url
 
 
 def scan(text: str, signatures: list):
@@ -32,9 +33,9 @@ def tail(text: str, lines: int = 30) -> str:
 
 def probe(url: str, timeout: float = 3.0) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (http to the engine)
+        with open_url(url, timeout=timeout) as resp:
             return resp.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, UrlsConnectionError, OSError, ValueError):
         return False
 
 

@@ -118,7 +118,7 @@ def derive(inv: dict) -> dict:
     for side in SIDES:
         s = sides[side]
         s["backend_hosts"] = [hv(h, "a3_business_ip")
-                              for h in s["hosts"] for _ in range(int(hv(h, "vllm_dp_size_local")))]
+                              for h in s["hosts"] for _unused in range(int(hv(h, "vllm_dp_size_local")))]
     mooncake = {side: {"dp_size": sides[side]["dp_size"], "tp_size": sides[side]["tp_size"]}
                 for side in SIDES}
 
@@ -254,7 +254,7 @@ def _validate(inv: dict, allow_placeholders: bool = False):
             errors.append("%s: a3_business_ip is not set: set it to the node's business IP" % h)
         elif PLACEHOLDER_RE.search(str(ip)):
             placeholder_sink.append("%s: a3_business_ip is still the placeholder %r: set it to the node's business IP"
-                          % (h, ip))
+                                    % (h, ip))
         else:
             try:
                 ipaddress.ip_address(str(ip))
@@ -268,7 +268,7 @@ def _validate(inv: dict, allow_placeholders: bool = False):
             errors.append("%s: a3_nic_name is not set: set it to the business NIC name (e.g. enp3s0, bond0)" % h)
         elif PLACEHOLDER_RE.search(str(nic)):
             placeholder_sink.append("%s: a3_nic_name is still the placeholder %r: set it to the business NIC name "
-                          "(e.g. enp3s0, bond0)" % (h, nic))
+                                    "(e.g. enp3s0, bond0)" % (h, nic))
     for h in ordered:
         override = hosts.get(h, {}).get("vllm_dp_address")
         if override:
@@ -355,8 +355,8 @@ def _validate(inv: dict, allow_placeholders: bool = False):
         need = me["tp_size"] * me["dp_size_local"]
         if need > npus:
             errors.append("%s: vllm_%s_tp_size %d x vllm_dp_size_local %d = %d NPUs, but the node has %d "
-                          "(a3_npus_per_node): lower tp or dp_size_local" % (h, me["side"], me["tp_size"],
-                                                                           me["dp_size_local"], need, npus))
+                          "(a3_npus_per_node): lower tp or dp_size_local"
+                          % (h, me["side"], me["tp_size"], me["dp_size_local"], need, npus))
         lookups = [i["lookup_rpc_port"] for i in me["instances"]]
         if len(set(lookups)) != len(lookups):
             errors.append("%s: vllm_%s_lookup_rpc_port gives the same value %s to several instances on this "

@@ -12,7 +12,8 @@ description:
     one of O(signatures) ends the wait at once with that signature's advice and the log tail.
   - Also ends early when O(alive_command) says the launcher is gone.
 version_added: 0.1.0
-author: ascend.vllm_pd contributors
+author:
+  - ascend.vllm_pd contributors (@ascend)
 options:
   urls:
     description: Health URLs, one per engine rank on this host.

@@ -27,7 +27,7 @@ description:
     was seen and the command to reproduce it by hand.
   - The module only reads; it runs the same way in check mode and never reports a change.
 author:
-  - ascend.vllm_pd contributors
+  - ascend.vllm_pd contributors (@ascend)
 requirements:
   - C(hccn_tool) from the Ascend driver on the target.
 options:

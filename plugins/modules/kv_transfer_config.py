@@ -12,9 +12,10 @@ description:
     AscendStoreConnector for the external KV pool) from the topology.
   - Checks what vLLM skips under MultiConnector - the Mooncake prefill/decode blocks against this instance's own
     dp/tp, and prefill tp >= decode tp.
-  - Pure computation; it changes nothing. Run it on the controller (C(delegate_to: localhost)).
+  - "Pure computation; it changes nothing. Run it on the controller (C(delegate_to: localhost))."
 version_added: 0.1.0
-author: ascend.vllm_pd contributors
+author:
+  - ascend.vllm_pd contributors (@ascend)
 options:
   side:
     description: Which side the instance serves.

@@ -20,7 +20,7 @@ description:
     chip with no process listed, is reported according to O(hbm_in_use).
   - The module only reads; it runs the same way in check mode and never reports a change.
 author:
-  - ascend.vllm_pd contributors
+  - ascend.vllm_pd contributors (@ascend)
 requirements:
   - C(npu-smi) from the Ascend driver on the target.
 options:

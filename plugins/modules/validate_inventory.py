@@ -14,7 +14,8 @@ description:
   - Warns where the seed itself chose a risky value (kv ports inside Mooncake's random port band).
   - Runs on the controller only (action plugin); it never connects to a node.
 version_added: 0.1.0
-author: ascend.vllm_pd contributors
+author:
+  - ascend.vllm_pd contributors (@ascend)
 options:
   allow_placeholders:
     description:

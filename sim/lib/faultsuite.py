@@ -109,6 +109,10 @@ def worker_pid(node: str) -> str:
     return in_container(node, "pgrep -f -- -worker_address=%s:%d" % (NODE_IPS[node], WORKER_PORT)).stdout.strip()
 
 
+def etcd_pid(node: str) -> str:
+    return node_sh(node, "pgrep -x etcd").stdout.strip()
+
+
 def started_at(node: str, container: str) -> str:
     return node_sh(node, "docker inspect -f '{{.State.StartedAt}}' %s" % container).stdout.strip()
 
@@ -165,7 +169,7 @@ def faults(restart_node: str = "d1") -> list:
               120, cleanup=lambda: _clear_faults("d1")),
         Fault("kill -9 a datasystem worker (p1)", lambda: _kill_worker("p1"), lambda: worker_pid("p1"), 90),
         Fault("kill -9 etcd (p0)", lambda: node_sh("p0", "pkill -KILL -x etcd"),
-              lambda: node_sh("p0", "pgrep -x etcd").stdout.strip(), 90),
+              lambda: etcd_pid("p0"), 90),
         Fault("kill -9 the proxy (p0)", _kill_proxy, lambda: started_at("p0", PROXY_CONTAINER), 60),
         Fault("restart node container %s" % restart_node, lambda: _restart_node(restart_node),
               lambda: node_started_at(restart_node) + engine_pids(restart_node), 300),

@@ -38,7 +38,7 @@ def roce_gateway(index):
 
 
 def node_json(name, nodes):
-    names = [n for n, _ in nodes]
+    names = [n for n, _unused in nodes]
     if name not in names:
         raise SystemExit(f"identity.py: unknown node {name!r} (cluster: {' '.join(names)})")
     index = names.index(name)

@@ -43,7 +43,7 @@ def engine_script(text: str, side: str):
         if tok in ("export", "unset"):
             mode = tok
         elif mode == "export":
-            key, _, value = tok.partition("=")
+            key, _unused, value = tok.partition("=")
             env[key] = value
         elif mode == "unset":
             unset.append(tok)
@@ -101,13 +101,17 @@ def docker_run(text: str):
             k, v = t[2:].split("=", 1)
             out[k] = v
         elif t == "-v":
-            out["volumes"].append(toks[i + 1]); i += 1
+            out["volumes"].append(toks[i + 1])
+            i += 1
         elif t == "-e":
-            out["env"].append(toks[i + 1].split("=")[0]); i += 1
+            out["env"].append(toks[i + 1].split("=")[0])
+            i += 1
         elif t == "-w":
-            out["workdir"] = toks[i + 1]; i += 1
+            out["workdir"] = toks[i + 1]
+            i += 1
         elif t.startswith("--"):
-            out[t[2:]] = toks[i + 1]; i += 1
+            out[t[2:]] = toks[i + 1]
+            i += 1
         i += 1
     return out
 

@@ -28,7 +28,7 @@ def our_script(path):
     header = {k: shlex.split(v)[0] for k, v in header.items()}
     env = {}
     for line in re.findall(r"^export (.*)$", text, re.M):
-        key, _, value = shlex.split(line)[0].partition("=")
+        key, _unused, value = shlex.split(line)[0].partition("=")
         env[key] = value
     unset = re.search(r"^unset (.*)$", text, re.M).group(1).split()
     serve = text[text.index("exec vllm serve"):].replace("\\\n", " ")
@@ -134,7 +134,7 @@ def test_dscli_matches_the_seed(rendered_a3, seed):
         assert before[:len(numa)] == numa and before[len(numa)] == "-t" and int(before[len(numa) + 1]) >= 90
         variables = dict(SEED_VARS, HOST_IP=PLACEHOLDER_IP[host])
         assert parse_flags(argv[w + 1:]) == {k: expand(v, variables) for k, v in s_flags.items()}, host
-        header, env, *_ = our_script(rendered_a3 / host / WORK / "run_dp_template.sh")
+        header, env, *_unused = our_script(rendered_a3 / host / WORK / "run_dp_template.sh")
         assert expand(env["DS_WORKER_ADDR"], header) == parse_flags(argv[w + 1:])["worker_address"]
 
 

@@ -25,7 +25,7 @@ def run(*args, **kw):
     kw.setdefault("capture_output", True)
     kw.setdefault("text", True)
     kw.setdefault("timeout", 120)
-    return subprocess.run(list(args), **kw)
+    return subprocess.run(list(args), check=kw.pop("check", False), **kw)
 
 
 def bash_lib(script, env=None):

@@ -57,7 +57,7 @@ def _find_vas_src():
 def _has_yr(py):
     try:
         return subprocess.run([py, "-c", "import yr.datasystem"], capture_output=True,
-                              timeout=60).returncode == 0
+                              timeout=60, check=False).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -114,7 +114,7 @@ def free_range(ip, count, lo=31000, hi=60000):
     """A base port such that base..base+count-1 are all free on ip."""
     import random
     rnd = random.Random()
-    for _ in range(200):
+    for _unused in range(200):
         base = rnd.randrange(lo, hi - count)
         socks = []
         try:
@@ -235,7 +235,7 @@ class Engine(Proc):
             if self.p.poll() is not None:
                 raise AssertionError(f"{self.name} exited with {self.p.returncode}:\n{self.all_output()[-4000:]}")
             try:
-                status, _ = http("GET", self.base + "/health", timeout=1)
+                status, _unused = http("GET", self.base + "/health", timeout=1)
                 if status == 200:
                     return
             except OSError:
@@ -267,20 +267,20 @@ def hosts():
     if not ip_cmd:
         pytest.skip("iproute2 `ip` not available to add test addresses to lo")
     present = subprocess.run([ip_cmd, "-o", "-4", "addr", "show", "dev", "lo"], capture_output=True,
-                             text=True).stdout
+                             text=True, check=False).stdout
     added = []
     for ip in TEST_IPS:
         if f" {ip}/" in present:
             continue
-        r = subprocess.run([ip_cmd, "addr", "add", f"{ip}/32", "dev", "lo"], capture_output=True, text=True)
+        r = subprocess.run([ip_cmd, "addr", "add", f"{ip}/32", "dev", "lo"], capture_output=True, text=True, check=False)
         if r.returncode != 0:
             for a in added:
-                subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True)
+                subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True, check=False)
             pytest.skip(f"cannot add {ip}/32 to lo (need CAP_NET_ADMIN): {r.stderr.strip()}")
         added.append(ip)
     yield TEST_IPS
     for a in added:
-        subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True)
+        subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True, check=False)
 
 
 @pytest.fixture
@@ -365,7 +365,7 @@ def run_engine_once(sim, host, args, env, timeout=30, tp=2, model=None):
 
 def _shim(args, env=None, timeout=30):
     return subprocess.run([str(SHIM), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env or clean_env(VLLM_SIM_PYTHON=ENGINE_PY))
+                          env=env or clean_env(VLLM_SIM_PYTHON=ENGINE_PY), check=False)
 
 
 def test_version_and_no_subcommand():
@@ -759,7 +759,7 @@ def test_engine_hang_health_ok_but_completions_never_answer(sim):
     assert http("GET", e.base + "/ping", timeout=2)[0] == 200
     assert http("GET", e.base + "/v1/models", timeout=2)[0] == 200
     assert e.metric("vllm:num_requests_running") == 0
-    status, _ = http("POST", e.base + "/v1/chat/completions", dict(HANG_CHAT, model="glm-4"), timeout=2)
+    status, _unused = http("POST", e.base + "/v1/chat/completions", dict(HANG_CHAT, model="glm-4"), timeout=2)
     assert status == 404  # validation happens in the API server, before the engine
     # Completions: accepted, then nothing at all (no status line) until the client gives up.
     t0 = time.monotonic()
@@ -949,13 +949,14 @@ def yr_pool(tmp_path_factory, hosts):
                 time.sleep(0.2)
         else:
             pytest.fail("etcd did not become healthy")
+
         def start_worker(ip):
             addr = f"{ip}:{free_port(ip)}"
             wd = tmp / f"worker-{addr.replace(':', '_')}"
             wd.mkdir()
             r = subprocess.run([dscli, "start", "-w", "--worker_address", addr, "--etcd_address",
                                 f"{POOL_A}:{cport}", "--shared_memory_size_mb", "64"],
-                               cwd=wd, capture_output=True, text=True, timeout=120, env=clean_env())
+                               cwd=wd, capture_output=True, text=True, timeout=120, env=clean_env(), check=False)
             assert r.returncode == 0 and "success" in r.stdout, r.stdout + r.stderr
             workers.append(addr)
             pids[addr] = int(re.search(r"success, PID: (\d+)", r.stdout).group(1))
@@ -1120,7 +1121,7 @@ def test_seed_topology_two_prefill_two_decode_through_proxy(sim, yr_pool):
         assert (sim.path / "rpc" / f"lookup_rpc_port_{0 if name[0] == 'p' else rank}_dp_rank{rank}").is_socket()
     proxy = start_proxy(sim, [engines["p0"], engines["p1"]], [engines["d0"], engines["d1"]])
     prompt = "你好, " + " ".join(f"q{i:03d}" for i in range(300))
-    for _ in range(2):
+    for _unused in range(2):
         status, body = http("POST", proxy + "/v1/chat/completions",
                             {"model": "glm-5.1", "messages": [{"role": "user", "content": prompt}],
                              "stream": False, "temperature": 0, "max_tokens": 256}, timeout=30)

@@ -81,7 +81,7 @@ def free_port(ip):
 def free_range(ip, count, lo=31000, hi=60000):
     import random
     rnd = random.Random()
-    for _ in range(200):
+    for _unused in range(200):
         base = rnd.randrange(lo, hi - count)
         socks = []
         try:
@@ -196,8 +196,8 @@ class Wrapper(Proc):
         self.port = free_port(PROXY_IP)
         self.base = f"http://{PROXY_IP}:{self.port}"
         argv = [sys.executable, "a3_proxy.py", "--port", str(self.port), "--host", PROXY_IP,
-                "--prefiller-hosts", *[h for h, _ in prefills], "--prefiller-ports", *[str(p) for _, p in prefills],
-                "--decoder-hosts", *[h for h, _ in decodes], "--decoder-ports", *[str(p) for _, p in decodes],
+                "--prefiller-hosts", *[h for h, _unused in prefills], "--prefiller-ports", *[str(p) for _unused, p in prefills],
+                "--decoder-hosts", *[h for h, _unused in decodes], "--decoder-ports", *[str(p) for _unused, p in decodes],
                 *FAST, *extra]
         super().__init__(argv, clean_env(), work, name)
 
@@ -217,7 +217,7 @@ class Wrapper(Proc):
         start = time.monotonic()
         last = None
         while time.monotonic() - start < timeout:
-            status, _, body = http("GET", self.base + "/healthcheck", timeout=2)
+            status, _unused, body = http("GET", self.base + "/healthcheck", timeout=2)
             last = (status, body)
             if status == want:
                 return time.monotonic() - start, json.loads(body)
@@ -225,12 +225,12 @@ class Wrapper(Proc):
         raise AssertionError(f"/healthcheck not {want} within {timeout}s (last {last}):\n{self.output()[-3000:]}")
 
     def backends(self):
-        status, _, body = http("GET", self.base + "/a3/backends")
+        status, _unused, body = http("GET", self.base + "/a3/backends")
         assert status == 200
         return {(b["role"], b["backend"]): b for b in json.loads(body)}
 
     def metrics(self):
-        status, _, body = http("GET", self.base + "/metrics")
+        status, _unused, body = http("GET", self.base + "/metrics")
         assert status == 200
         out = {}
         for line in body.decode().splitlines():
@@ -296,7 +296,7 @@ class FakeBackend:
             def _hang(self):
                 fake.hung += 1
                 while not fake.stop_event.is_set():
-                    readable, _, _ = select.select([self.connection], [], [], 0.1)
+                    readable, _unused, _unused = select.select([self.connection], [], [], 0.1)
                     if readable and not self.connection.recv(1, socket.MSG_PEEK):
                         fake.closed_by_client += 1
                         break
@@ -353,20 +353,20 @@ def hosts():
     if not ip_cmd:
         pytest.skip("iproute2 `ip` not available to add test addresses to lo")
     present = subprocess.run([ip_cmd, "-o", "-4", "addr", "show", "dev", "lo"], capture_output=True,
-                             text=True).stdout
+                             text=True, check=False).stdout
     added = []
     for ip in TEST_IPS:
         if f" {ip}/" in present:
             continue
-        r = subprocess.run([ip_cmd, "addr", "add", f"{ip}/32", "dev", "lo"], capture_output=True, text=True)
+        r = subprocess.run([ip_cmd, "addr", "add", f"{ip}/32", "dev", "lo"], capture_output=True, text=True, check=False)
         if r.returncode != 0:
             for a in added:
-                subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True)
+                subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True, check=False)
             pytest.skip(f"cannot add {ip}/32 to lo (need CAP_NET_ADMIN): {r.stderr.strip()}")
         added.append(ip)
     yield TEST_IPS
     for a in added:
-        subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True)
+        subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True, check=False)
 
 
 def _node_dir(tmp):
@@ -434,12 +434,12 @@ def addr(x):
 def test_pd_pair_answers_through_the_wrapper(procs, pair):
     pre, dec = pair
     w = procs.wrapper([addr(pre)], [addr(dec)])
-    _, health = w.wait_health(200, 10)
+    _unused, health = w.wait_health(200, 10)
     assert health["healthy_prefill"] == 1 and health["healthy_decode"] == 1
     assert health["prefill_instances"] == 1 and health["decode_instances"] == 1
-    status, _, body = http("POST", w.base + "/v1/chat/completions",
-                           {"model": "glm-5.1", "messages": [{"role": "user", "content": "你好 honest proxy"}],
-                            "max_tokens": 32, "temperature": 0})
+    status, _unused, body = http("POST", w.base + "/v1/chat/completions",
+                                 {"model": "glm-5.1", "messages": [{"role": "user", "content": "你好 honest proxy"}],
+                                  "max_tokens": 32, "temperature": 0})
     assert status == 200, body
     resp = json.loads(body)
     assert resp["choices"][0]["message"]["content"] and resp["usage"]["completion_tokens"] > 0
@@ -465,7 +465,7 @@ def test_pd_pair_answers_through_the_wrapper(procs, pair):
     for t in threads:
         t.join(30)
     assert sorted(results) == list(range(6))
-    for i, (status, _, body) in results.items():
+    for i, (status, _unused, body) in results.items():
         assert status == 200, body
         if i % 2:
             events = sse_events(body)
@@ -486,7 +486,7 @@ def test_pd_pair_answers_through_the_wrapper(procs, pair):
 
 
 def test_decode_down_then_back(procs, pair):
-    pre, _ = pair
+    pre, _unused = pair
     port = free_port(D1)
     dec = procs.engine("decode-b", D1, port, "kv_consumer").wait_ready()
     w = procs.wrapper([addr(pre)], [(D1, port)])
@@ -501,7 +501,7 @@ def test_decode_down_then_back(procs, pair):
     assert waited <= DETECT_S, waited
     assert health["missing"] == ["decode"] and health["healthy_decode"] == 0 and health["healthy_prefill"] == 1
     assert f"{D1}:{port}" in health["message"]
-    status, headers, _ = http("GET", w.base + "/healthcheck")
+    status, headers, _unused = http("GET", w.base + "/healthcheck")
     assert status == 503 and headers.get("retry-after") == "7"
     back = w.backends()[key]
     assert not back["in_rotation"] and back["state"] == "down" and back["consecutive_failures"] >= 2
@@ -522,7 +522,7 @@ def test_decode_down_then_back(procs, pair):
     w.wait_health(200, DETECT_S + 2)
     back = w.backends()[key]
     assert back["in_rotation"] and back["state"] == "up" and "answers again" in back["last_change_reason"]
-    status, _, body = http("POST", w.base + "/v1/chat/completions", CHAT)
+    status, _unused, body = http("POST", w.base + "/v1/chat/completions", CHAT)
     assert status == 200, body
     assert json.loads(body)["choices"][0]["message"]["content"]
     assert w.metrics()[f'a3_proxy_backend_up{{role="decode",backend="{D1}:{port}"}}'] == 1
@@ -530,7 +530,7 @@ def test_decode_down_then_back(procs, pair):
 
 
 def test_hung_prefill_gives_503_within_first_byte_timeout(procs, pair):
-    _, dec = pair
+    _unused, dec = pair
     hung = procs.fake("hang")
     w = procs.wrapper([addr(hung)], [addr(dec)])
     w.wait_health(200, 10)  # /health of the hung backend answers: only completions hang
@@ -554,13 +554,13 @@ def test_hung_prefill_gives_503_within_first_byte_timeout(procs, pair):
     # the upstream counted the request as finished: a backend that now fails leaves the rotation at once
     # (while the upstream counts a request in flight, it only marks a backend for removal)
     hung.stop()
-    _, health = w.wait_health(503, DETECT_S)
+    _unused, health = w.wait_health(503, DETECT_S)
     assert health["missing"] == ["prefill"]
     assert "Remove prefiller instances" in w.output() and "Start to taint" not in w.output()
 
 
 def test_hung_decode_stream_gives_503(procs, pair):
-    pre, _ = pair
+    pre, _unused = pair
     hung = procs.fake("hang")
     w = procs.wrapper([addr(pre)], [addr(hung)])
     w.wait_health(200, 10)
@@ -578,7 +578,7 @@ def test_hung_decode_stream_gives_503(procs, pair):
 
 @pytest.mark.parametrize("mode", ["cut", "nodone"])
 def test_stream_cut_midway_ends_with_error_event_and_done(procs, pair, mode):
-    pre, _ = pair
+    pre, _unused = pair
     fake = procs.fake(mode)
     w = procs.wrapper([addr(pre)], [addr(fake)])
     w.wait_health(200, 10)
@@ -596,7 +596,7 @@ def test_stream_cut_midway_ends_with_error_event_and_done(procs, pair, mode):
 
 def test_answer_without_usage_is_502_not_empty_200(procs, pair):
     """The upstream turns a decode answer without usage.completion_tokens into an empty 200."""
-    pre, _ = pair
+    pre, _unused = pair
     fake = procs.fake("nousage")
     w = procs.wrapper([addr(pre)], [addr(fake)])
     w.wait_health(200, 10)
@@ -610,7 +610,7 @@ def test_answer_without_usage_is_502_not_empty_200(procs, pair):
 
 def test_failing_prefill_gives_502_naming_it(procs, pair):
     """The upstream answers a text 500 when the prefill fails: the client gets a JSON 502 with the cause."""
-    _, dec = pair
+    _unused, dec = pair
     fake = procs.fake("error500")
     w = procs.wrapper([addr(fake)], [addr(dec)])
     w.wait_health(200, 10)
@@ -624,10 +624,10 @@ def test_backend_4xx_json_error_is_kept(procs, pair):
     pre, dec = pair
     w = procs.wrapper([addr(pre)], [addr(dec)])
     w.wait_health(200, 10)
-    status, _, body = http("POST", w.base + "/v1/chat/completions", dict(CHAT, model="no-such-model"))
+    status, _unused, body = http("POST", w.base + "/v1/chat/completions", dict(CHAT, model="no-such-model"))
     assert status == 404, body
     assert "no-such-model" in json.loads(body)["error"]["message"]
-    status, _, body = http("POST", w.base + "/v1/completions", b"not json")
+    status, _unused, body = http("POST", w.base + "/v1/completions", b"not json")
     assert status == 400 and json.loads(body)["error"]["code"] == 400
 
 
@@ -641,7 +641,7 @@ def test_no_backend_up_at_start(procs):
     while time.monotonic() < deadline and any(b["in_rotation"] for b in w.backends().values()):
         time.sleep(0.1)
     assert not any(b["in_rotation"] for b in w.backends().values())
-    _, health = w.wait_health(503, 1)
+    _unused, health = w.wait_health(503, 1)
     assert health["missing"] == ["prefill", "decode"]
 
 
@@ -653,7 +653,7 @@ def test_command_line(tmp_path):
 
     def run(*args):
         return subprocess.run([sys.executable, "a3_proxy.py", *args], cwd=work, env=clean_env(),
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=60, check=False)
 
     r = run("--port", "1", "--bogus", "x")
     assert r.returncode == 2 and "unrecognized arguments: --bogus x" in r.stderr

@@ -159,7 +159,7 @@ def test_classification(fake, mode, kind, retry_after):
 
 
 def test_requests_are_chat_completions_alternating_stream(fake):
-    _, outcomes = run_load(fake.base, 0.3)
+    _unused, outcomes = run_load(fake.base, 0.3)
     seen = list(fake.seen)
     assert len(seen) == len(outcomes)
     for body in seen:
@@ -194,7 +194,7 @@ def test_environment_proxies_are_ignored(fake, monkeypatch):
         monkeypatch.setenv(var, "http://127.0.0.1:9")
     monkeypatch.delenv("no_proxy", raising=False)
     monkeypatch.delenv("NO_PROXY", raising=False)
-    _, outcomes = run_load(fake.base, 0.2)
+    _unused, outcomes = run_load(fake.base, 0.2)
     assert outcomes and {o.kind for o in outcomes} == {"good"}
 
 

@@ -47,7 +47,7 @@ def sim(tmp_path):
         env = dict(os.environ, A3SIM_NODE_FILE=str(node_file), A3SIM_FAULTS_FILE=str(faults_file),
                    A3SIM_CACHE_DIR=str(tmp_path / "cache"), **(env_extra or {}))
         return subprocess.run([str(TOOLS / tool), *map(str, args)], capture_output=True, text=True,
-                              env=env, timeout=timeout)
+                              env=env, timeout=timeout, check=False)
     return run
 
 
@@ -87,8 +87,8 @@ def test_npu_smi_idle_structure(sim):
     health = re.findall(r"^\| (\d+) +Ascend910 +\| (\S+) +\|", out, re.M)
     assert health == [(str(phy // 2), "OK") for phy in range(16)]
     chips = re.findall(r"^\| ([01]) +(\d+) +\| 0000:[0-9A-F]{2}:00\.0  \|.* (\d+) */ 65536 +\|$", out, re.M)
-    assert [(c, p) for c, p, _ in chips] == [(str(p % 2), str(p)) for p in range(16)]
-    assert all(3000 <= int(used) <= 3500 for _, _, used in chips)
+    assert [(c, p) for c, p, _unused in chips] == [(str(p % 2), str(p)) for p in range(16)]
+    assert all(3000 <= int(used) <= 3500 for _unused, _unused, used in chips)
     assert re.findall(r"No running processes found in NPU (\d+)", out) == [str(c) for c in range(8)]
     lines = out.splitlines()
     for phy in range(16):  # "-" bar after a card's chip 0, "=" bar after its chip 1
@@ -121,7 +121,7 @@ def test_npu_smi_hbm_used(sim):
     assert set(changes) == {chip_row(base, 0, True), chip_row(base, 15, True)}
     assert changes[chip_row(base, 0, True)][1].endswith(" 40000/ 65536         |")
     assert changes[chip_row(base, 15, True)][1].endswith(" 65000/ 65536         |")
-    assert all(len(new) == 98 for _, new in changes.values())
+    assert all(len(new) == 98 for _unused, new in changes.values())
 
 
 def test_npu_smi_processes(sim):
@@ -151,7 +151,7 @@ def test_npu_smi_processes(sim):
 
 def test_npu_smi_works_without_node_file(tmp_path):
     env = dict(os.environ, A3SIM_NODE_FILE=str(tmp_path / "none"), A3SIM_FAULTS_FILE=str(tmp_path / "none"))
-    proc = subprocess.run([str(TOOLS / "npu-smi"), "info"], capture_output=True, text=True, env=env)
+    proc = subprocess.run([str(TOOLS / "npu-smi"), "info"], capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0 and proc.stdout.count("Ascend910") == 16
 
 
@@ -316,7 +316,7 @@ def test_setup_errors(sim, tmp_path):
     assert sim("npu-smi", "info", faults_text="[1]").returncode == 3
     env = dict(os.environ, A3SIM_NODE_FILE=str(tmp_path / "none"), A3SIM_FAULTS_FILE=str(tmp_path / "none"))
     proc = subprocess.run([str(TOOLS / "hccn_tool"), "-i", "0", "-link", "-g"], capture_output=True, text=True,
-                          env=env)
+                          env=env, check=False)
     assert proc.returncode == 3 and "node file" in proc.stderr
 
 
@@ -369,7 +369,7 @@ def test_cache_follows_the_fault_file(sim, tmp_path):
 
 
 def test_cache_keeps_exit_codes_and_delays(sim, tmp_path):
-    for _ in range(2):
+    for _unused in range(2):
         proc = ping(sim, 0, PEER_IP, faults={"hccs_ping_unsupported": True, "delay_ms": {"hccs_ping": 700}})
         assert (proc.returncode, proc.stdout) == (1, "This device does not support this function.\n")
     assert len(cache_entries(tmp_path)) == 1

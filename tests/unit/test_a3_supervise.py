@@ -57,8 +57,8 @@ def test_exit_reason_without_signature_says_how_it_ended():
 
 def test_crash_loop_message_says_systemd_gives_up_and_how_to_recover():
     msg = sup.crash_loop_message("ascend-vllm.service", 6, 5, 10, "exited with status 0: boom")
-    assert "crash loop: 6 unplanned exits within 10 min (limit 5)" in msg
-    assert "systemd stops restarting it" in msg and "boom" in msg
+    assert "crash loop: 6 unplanned exits within 10 min, over the limit of 5 restarts" in msg
+    assert "systemd stops restarting it at its start limit" in msg and "boom" in msg
     assert "systemctl reset-failed ascend-vllm.service" in msg
     assert "crash loop" not in sup.crash_loop_message("u", 2, 5, 10, "r")
 
@@ -84,7 +84,7 @@ def test_canary_counts_only_consecutive_silences():
 
 def test_canary_restarts_when_a_peer_is_down_while_we_serve():
     state = {}
-    for _ in range(2):
+    for _unused in range(2):
         state, reason = sup.canary_step(state, {A: "ok"}, {P: False}, 3, 3)
         assert reason is None
     state, reason = sup.canary_step(state, {A: "ok"}, {P: False}, 3, 3)
@@ -94,7 +94,7 @@ def test_canary_restarts_when_a_peer_is_down_while_we_serve():
 def test_canary_ignores_down_peers_while_our_ranks_are_down_too():
     # during a group restart nobody serves: that is the supervisor's business, not a reason to restart again
     state = {}
-    for _ in range(5):
+    for _unused in range(5):
         state, reason = sup.canary_step(state, {A: "down"}, {P: False}, 3, 3)
         assert reason is None and state["peer"][P] == 0
 

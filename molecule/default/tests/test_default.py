@@ -35,7 +35,7 @@ def test_etcd_is_healthy_and_every_worker_registered():
     client = etcd3.client(host=IPS["p0"], port=2379)
     client.put("/ascend-vllm-pd/test", "ok")
     assert client.get("/ascend-vllm-pd/test")[0] == b"ok"
-    keys = sorted(meta.key.decode().rsplit("/", 1)[-1] for _, meta in client.get_prefix("/datasystem/cluster/"))
+    keys = sorted(meta.key.decode().rsplit("/", 1)[-1] for _unused, meta in client.get_prefix("/datasystem/cluster/"))
     assert keys == sorted("%s:18481" % ip for ip in IPS.values()), keys
 
 
@@ -54,7 +54,7 @@ def test_container_runs_with_the_seed_devices_and_mounts(host):
 
 @pytest.mark.parametrize("node", sorted(IPS))
 def test_each_engine_rank_answers_health(node):
-    status, _ = http("http://%s:6700/health" % IPS[node], timeout=10)
+    status, _unused = http("http://%s:6700/health" % IPS[node], timeout=10)
     assert status == 200
 
 
@@ -68,7 +68,7 @@ def test_chat_through_the_proxy_has_content_and_usage():
 
 
 def _external_hits(ip):
-    _, text = http("http://%s:6700/metrics" % ip, timeout=10)
+    _unused, text = http("http://%s:6700/metrics" % ip, timeout=10)
     return sum(float(m) for m in re.findall(r"^vllm:external_prefix_cache_hits_total\{[^}]*\}\s+(\S+)$", text, re.M))
 
 
@@ -76,8 +76,8 @@ def test_long_prefix_hits_the_external_pool_on_the_other_prefill():
     prompt = "pool-check-%d " % time.time_ns() + " ".join("w%d" % i for i in range(1200))
     before = _external_hits(IPS["p1"])
     for ip in (IPS["p0"], IPS["p1"]):
-        status, _ = http("http://%s:6700/v1/completions" % ip,
-                         {"model": "glm-5.1", "prompt": prompt, "max_tokens": 1, "temperature": 0}, timeout=120)
+        status, _unused = http("http://%s:6700/v1/completions" % ip,
+                               {"model": "glm-5.1", "prompt": prompt, "max_tokens": 1, "temperature": 0}, timeout=120)
         assert status == 200
     after = _external_hits(IPS["p1"])
     assert after > before, "no external prefix cache hit on p1 (%s -> %s)" % (before, after)

@@ -33,6 +33,7 @@ import contextvars
 import importlib.util
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -59,7 +60,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _positive_float(text):
     value = float(text)
-    if not value > 0:
+    if math.isnan(value) or value <= 0:
         raise argparse.ArgumentTypeError("must be greater than 0, got %s" % text)
     return value
 
@@ -393,8 +394,8 @@ def render_metrics(requests, snapshots, counters):
     out += ["# HELP a3_proxy_backend_up 1 when the backend is healthy and in the upstream rotation, else 0.",
             "# TYPE a3_proxy_backend_up gauge"]
     for s in sorted(snapshots, key=lambda s: (s["role"], s["backend"])):
-        out.append('a3_proxy_backend_up{role="%s",backend="%s"} %d' % (s["role"], _label(s["backend"]),
-                                                                     1 if usable(s) else 0))
+        out.append('a3_proxy_backend_up{role="%s",backend="%s"} %d'
+                   % (s["role"], _label(s["backend"]), 1 if usable(s) else 0))
     out += ["# HELP a3_proxy_backend_consecutive_failures Consecutive failed /health probes of the backend.",
             "# TYPE a3_proxy_backend_consecutive_failures gauge"]
     for s in sorted(snapshots, key=lambda s: (s["role"], s["backend"])):
@@ -555,7 +556,7 @@ class _Upstream(object):
         real = asyncio.ensure_future(self._receive())
         aborted = asyncio.ensure_future(self.abort.wait())
         try:
-            done, _ = await asyncio.wait({real, aborted}, return_when=asyncio.FIRST_COMPLETED)
+            done, _unused = await asyncio.wait({real, aborted}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for fut in (real, aborted):
                 if not fut.done():
@@ -679,7 +680,7 @@ class HonestProxy(object):
     # ------------------------------------------------------------------ rotation (the upstream's own add/remove)
     def _remove(self, backend, reason):
         state = self.up.proxy_state
-        servers, _ = self._lists(backend.role)
+        servers, _unused = self._lists(backend.role)
         found = [s for s in servers if str(s) == backend.key]
         if not found:
             log.warning("%s backend %s: leaves the rotation (%s); it was not in the upstream rotation",
@@ -701,7 +702,7 @@ class HonestProxy(object):
         add = state.add_prefillers if backend.role == "prefill" else state.add_decoders
         _hook(server)
         add([server])
-        servers, _ = self._lists(backend.role)
+        servers, _unused = self._lists(backend.role)
         if not any(s is server for s in servers):  # it was only marked for removal: the old entry is kept
             asyncio.ensure_future(server.client.aclose())
         self._count("a3_proxy_rotation_changes_total")
@@ -926,9 +927,8 @@ class HonestProxy(object):
         verdict = classify_answer(status, body, _exc_text(failure) if failure is not None else None)
         if verdict.passed:
             self._count_request(endpoint, status)
-            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-length",
-                                                                                      b"content-type",
-                                                                                      b"transfer-encoding")]
+            hidden = (b"content-length", b"content-type", b"transfer-encoding")
+            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in hidden]
             ctype = dict((k.lower(), v) for k, v in start.get("headers", [])).get(b"content-type",
                                                                                   b"application/json")
             return await _send_bytes(send, status, body, ctype, headers)

@@ -96,7 +96,8 @@ def exit_reason(result: str, code: str, status: str, log_text: str, signatures: 
 
 def crash_loop_message(unit: str, crashes: int, restarts: int, window_min: float, reason: str) -> str:
     if crashes > restarts:
-        return ("%s: crash loop: %d unplanned exits within %g min (limit %d): systemd stops restarting it. "
+        return ("%s: crash loop: %d unplanned exits within %g min, over the limit of %d restarts: systemd stops "
+                "restarting it at its start limit (then 'start-limit-hit' here, GAVE UP in playbooks/status.yml). "
                 "Last: %s. Fix the cause, then rerun site.yml (or systemctl reset-failed %s && systemctl start %s)."
                 % (unit, crashes, window_min, restarts, reason, unit, unit))
     return "%s: unplanned exit %d of %d allowed within %g min: %s" % (unit, crashes, restarts, window_min, reason)
@@ -169,14 +170,14 @@ def log_since_start(path: str, offset_file: str, limit: int = 400000) -> str:
 def container_running(name: str) -> bool:
     try:
         out = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", name], capture_output=True,
-                             text=True, timeout=20)
+                             text=True, timeout=20, check=False)
     except (OSError, subprocess.SubprocessError):
         return False
     return out.returncode == 0 and out.stdout.strip() == "true"
 
 
 def tcp_open(hostport: str, timeout: float = 2.0) -> bool:
-    host, _, port = hostport.rpartition(":")
+    host, _unused, port = hostport.rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
             return True
@@ -205,7 +206,7 @@ def http_status(url: str, timeout: float, body: dict | None = None) -> tuple:
 def systemctl_show(unit: str, props: list) -> dict:
     try:
         out = subprocess.run(["systemctl", "show", unit, "-p", ",".join(props)], capture_output=True, text=True,
-                             timeout=20).stdout
+                             timeout=20, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -333,7 +334,7 @@ def cmd_canary(args) -> int:
         state = {}
     local = {}
     for base in cfg["local"]:
-        status, _ = http_status(base + "/health", cfg.get("health_timeout", 5))
+        status, _unused = http_status(base + "/health", cfg.get("health_timeout", 5))
         if status != 200:
             local[base] = "down"
             continue

@@ -216,7 +216,7 @@ class Handler(BaseHTTPRequestHandler):
         """Wait up to `timeout` s; True if the client closed or reset the connection meanwhile."""
         start = time.monotonic()
         try:
-            readable, _, _ = select.select([self.connection], [], [], timeout)
+            readable, _unused, _unused = select.select([self.connection], [], [], timeout)
             if not readable:
                 return False
             data = self.connection.recv(1, socket.MSG_PEEK)

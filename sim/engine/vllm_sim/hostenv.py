@@ -94,7 +94,7 @@ def interface_addresses(ifname):
     if ip_cmd:
         try:
             res = subprocess.run([ip_cmd, "-o", "-4", "addr", "show", "dev", ifname],
-                                 capture_output=True, text=True, timeout=10)
+                                 capture_output=True, text=True, timeout=10, check=False)
             if res.returncode == 0:
                 return [f"{m.group(1)}/{m.group(2) or 32}" for m in _INET_RE.finditer(res.stdout)]
             return []

@@ -237,7 +237,7 @@ class IpcLookupSocket:
     def _loop(self):
         while True:
             try:
-                c, _ = self.sock.accept()
+                c, _unused = self.sock.accept()
             except OSError:
                 return
             try:

@@ -247,8 +247,8 @@ def test_resolve_devices():
 def test_normalize_peers():
     assert normalize_peers(None, [0, 1]) == {}
     assert normalize_peers([], [0, 1]) == {}
-    assert normalize_peers(['10.0.0.1', '10.0.0.2'], [0, 1]) == {0: ['10.0.0.1', '10.0.0.2'],
-                                                                  1: ['10.0.0.1', '10.0.0.2']}
+    assert normalize_peers(['10.0.0.1', '10.0.0.2'], [0, 1]) == {
+        0: ['10.0.0.1', '10.0.0.2'], 1: ['10.0.0.1', '10.0.0.2']}
     assert normalize_peers({'0': '10.0.0.1', 1: ['10.0.0.2', '10.0.0.2'], 9: ['10.0.0.9']}, [0, 1]) == {
         0: ['10.0.0.1'], 1: ['10.0.0.2']}
     with pytest.raises(ValueError, match='not an IP'):

@@ -71,7 +71,7 @@ def test_a3_fixture_passes_evaluation(a3_idle):
 
 def test_more_chips_required_than_present(a3_idle):
     info = parse_npu_smi_info(a3_idle)
-    failures, _ = evaluate_chips(info['chips'], 17, info['processes'])
+    failures, _unused = evaluate_chips(info['chips'], 17, info['processes'])
     assert [f['check'] for f in failures] == ['chip_count']
     assert '16 of 16' in failures[0]['msg'] and '17 required' in failures[0]['msg']
 
@@ -91,7 +91,7 @@ def test_chip_not_ok_fails_naming_phy_id_and_state(a3_idle, state):
     assert failures[0]['phy_id'] == 3
     assert 'phy-id 3' in failures[0]['msg'] and state in failures[0]['msg']
     # 15 healthy chips are enough for 15 but not for 16
-    failures16, _ = evaluate_chips(info['chips'], 16, info['processes'])
+    failures16, _unused = evaluate_chips(info['chips'], 16, info['processes'])
     assert sorted(f['check'] for f in failures16) == ['chip_count', 'health']
 
 
@@ -230,7 +230,7 @@ def test_other_widths_no_hbm_column_and_two_chips_per_row_group():
     assert chip0['memory_used_mb'] == 1588 and chip0['memory_total_mb'] == 44280
     assert chip0['hbm_used_mb'] is None
     assert chip0['health'] == chip1['health'] == 'Alarm'
-    failures, _ = evaluate_chips(info['chips'], None, [])
+    failures, _unused = evaluate_chips(info['chips'], None, [])
     assert len(failures) == 2
 
 
@@ -266,7 +266,7 @@ def test_version_but_no_chips_is_not_an_error():
     info = parse_npu_smi_info('| npu-smi 24.1.rc3 Version: 24.1.rc3 |\n')
     assert info['version'] == '24.1.rc3' and info['chips'] == []
     assert info['warnings']
-    failures, _ = evaluate_chips(info['chips'], 16, [])
+    failures, _unused = evaluate_chips(info['chips'], 16, [])
     assert failures and failures[0]['check'] == 'chip_count'
 
 

@@ -89,7 +89,7 @@ def test_parse_size_rejects_garbage():
 
 
 def _one_error(inv, **kw):
-    errors, _ = T.validate(inv, **kw)
+    errors, _unused = T.validate(inv, **kw)
     assert len(errors) == 1, errors
     return errors[0]
 
@@ -113,7 +113,7 @@ def test_all_problems_reported_at_once():
     inv["hosts"]["p0"]["a3_business_ip"] = "192.0.2.300"
     inv["hosts"]["d1"]["a3_nic_name"] = ""
     inv["hosts"]["d0"]["a3_business_ip"] = "192.0.2.12"
-    errors, _ = T.validate(inv)
+    errors, _unused = T.validate(inv)
     assert len(errors) == 3
     assert any(e.startswith("p0: a3_business_ip '192.0.2.300' is not a valid IP") for e in errors)
     assert any(e.startswith("d1: a3_nic_name is not set") for e in errors)
@@ -130,13 +130,13 @@ def test_empty_group():
 def test_host_in_both_groups():
     inv = inventory()
     inv["groups"]["decode"] = ["d0", "p1"]
-    errors, _ = T.validate(inv)
+    errors, _unused = T.validate(inv)
     assert any("p1: host is in both 'prefill' and 'decode'" in e for e in errors)
 
 
 def test_tp_times_local_above_npus():
     inv = inventory(vllm_dp_size_local=2)
-    errors, _ = T.validate(inv)
+    errors, _unused = T.validate(inv)
     assert any(e.startswith("p0, p1: vllm_prefill_tp_size 16 x vllm_dp_size_local 2 = 32 NPUs, but the node has 16")
                for e in errors), errors
 
@@ -151,7 +151,7 @@ def test_kv_ranges_of_two_instances_overlap():
     # decode kv 30100 with tp 16: rank ranges 30100-30115 and 30116-30131; prefill kv 30110 overlaps
     # nothing on decode hosts, but a prefill kv port inside its own API port does.
     inv = inventory(vllm_prefill_kv_port=6690)
-    errors, _ = T.validate(inv)
+    errors, _unused = T.validate(inv)
     assert any(e.startswith("p0: vllm API port of dp rank 0 (vllm_api_port) [6700-6700] overlaps Mooncake kv ports")
                for e in errors), errors
 
@@ -164,7 +164,7 @@ def test_duplicate_port_on_one_host():
 
 def test_lookup_rpc_port_not_unique_per_host():
     inv = inventory(vllm_dp_size_local=2, vllm_prefill_tp_size=8, vllm_decode_tp_size=8)
-    errors, _ = T.validate(inv)
+    errors, _unused = T.validate(inv)
     assert any(e.startswith("p0, p1: vllm_prefill_lookup_rpc_port gives the same value [0, 0]") for e in errors)
     assert not any("vllm_decode_lookup_rpc_port" in e for e in errors)
 

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Ansible managed: role yuanrong of ascend.vllm_pd (seed step 4, run_yr_worker.sh).
 # DS_WORKER_ADDR of the vLLM engines is the --worker_address below, by construction.
 set -eu

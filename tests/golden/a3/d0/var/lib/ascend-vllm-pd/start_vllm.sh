@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Ansible managed: run by ascend-vllm.service on the host (docker exec): starts launch_online_dp.py
 # (seed step 5) in its own process group and blocks until it exits, so systemd sees the engines end.
 # The launcher writes no log and exits 0 even when vllm serve fails: readiness comes from /health.

@@ -1,8 +1,8 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Ansible managed: stops the launcher's whole process group (killing the launcher alone leaves
 # vllm serve running) and removes this host's stale AscendStoreConnector IPC sockets.
 set -u
-cd /workspace/glm5-a3-large-ep
+cd /workspace/glm5-a3-large-ep || exit 1
 if [ -s launcher.pgid ]; then
   pgid=$(cat launcher.pgid)
   kill -TERM -- "-$pgid" 2>/dev/null || true

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Ansible managed: role vllm_prefill of ascend.vllm_pd; change the inventory, not this file.
 # launch_online_dp.py runs it as: bash ./run_dp_template.sh DEVICES PORT DP_SIZE DP_RANK DP_ADDRESS DP_RPC_PORT TP_SIZE
 nic_name='<业务网卡名>'

@@ -1,10 +1,10 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Ansible managed: role yuanrong of ascend.vllm_pd, run by ascend-yr-worker.service on the host.
 #   run   start the worker with run_yr_worker.sh (dscli start returns once it is ready), then block
 #         while it lives, so systemd sees the worker end and restarts it
 #   stop  dscli stop (SIGTERM, SIGKILL after its timeout); the worker's etcd key goes with it
 set -u
-cd /workspace/glm5-a3-large-ep
+cd /workspace/glm5-a3-large-ep || exit 1
 addr='<节点1业务IP>:18481'
 worker_pid() { pgrep -o -f -- "-worker_address=$addr"; }
 stopping=.yr_worker_stopping   # written by 'stop': the worker's end is then planned, not a failure
