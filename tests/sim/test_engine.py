@@ -27,6 +27,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from simnet import clean_env, free_port, free_range, loopback_addresses
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_HOME = REPO / "sim" / "engine"
@@ -38,8 +39,6 @@ P0, P1, D0, D1, PROXY_IP, SPARE = (f"127.40.0.{i}" for i in (11, 12, 13, 14, 15,
 POOL_A, POOL_B = "127.40.0.21", "127.40.0.22"
 TEST_IPS = [P0, P1, D0, D1, PROXY_IP, SPARE, POOL_A, POOL_B]
 UNCONFIGURED_IP = "127.40.0.99"
-PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-             "ftp_proxy", "no_proxy", "NO_PROXY")
 
 _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -104,33 +103,6 @@ need_pool = pytest.mark.skipif(
 
 # ----------------------------------------------------------------------------- helpers
 
-def free_port(ip="127.0.0.1"):
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return s.getsockname()[1]
-
-
-def free_range(ip, count, lo=31000, hi=60000):
-    """A base port such that base..base+count-1 are all free on ip."""
-    import random
-    rnd = random.Random()
-    for _unused in range(200):
-        base = rnd.randrange(lo, hi - count)
-        socks = []
-        try:
-            for p in range(base, base + count):
-                s = socket.socket()
-                s.bind((ip, p))
-                socks.append(s)
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
-
-
 def http(method, url, body=None, timeout=10, headers=None):
     data = None
     hdrs = dict(headers or {})
@@ -143,18 +115,6 @@ def http(method, url, body=None, timeout=10, headers=None):
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
-
-
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in PROXY_ENV and not k.startswith("A3SIM_")
-           and k not in ("PYTHONHASHSEED", "HCCL_IF_IP", "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME",
-                         "ASCEND_RT_VISIBLE_DEVICES", "DS_WORKER_ADDR", "VLLM_ASCEND_SRC", "PYTHONPATH")}
-    for k, v in extra.items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = str(v)
-    return env
 
 
 def mooncake_cfg(role, kv_port, ptp=2, pdp=1, dtp=2, ddp=1, store=None, engine_id=None, policy=None):
@@ -263,24 +223,7 @@ class Engine(Proc):
 @pytest.fixture(scope="session")
 def hosts():
     """Add the test node IPs to lo as /32 (like sim/up does); remove them afterwards."""
-    ip_cmd = shutil.which("ip")
-    if not ip_cmd:
-        pytest.skip("iproute2 `ip` not available to add test addresses to lo")
-    present = subprocess.run([ip_cmd, "-o", "-4", "addr", "show", "dev", "lo"], capture_output=True,
-                             text=True, check=False).stdout
-    added = []
-    for ip in TEST_IPS:
-        if f" {ip}/" in present:
-            continue
-        r = subprocess.run([ip_cmd, "addr", "add", f"{ip}/32", "dev", "lo"], capture_output=True, text=True, check=False)
-        if r.returncode != 0:
-            for a in added:
-                subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True, check=False)
-            pytest.skip(f"cannot add {ip}/32 to lo (need CAP_NET_ADMIN): {r.stderr.strip()}")
-        added.append(ip)
-    yield TEST_IPS
-    for a in added:
-        subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True, check=False)
+    yield from loopback_addresses(TEST_IPS)
 
 
 @pytest.fixture

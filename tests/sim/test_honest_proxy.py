@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from simnet import clean_env, free_port, free_range, loopback_addresses
 
 REPO = Path(__file__).resolve().parents[2]
 SHIM = REPO / "sim" / "engine" / "bin" / "vllm"
@@ -35,8 +36,6 @@ PROXY_REL = "examples/disaggregated_prefill_v1/load_balance_proxy_server_example
 
 P0, D0, D1, PROXY_IP, FAKE = (f"127.41.0.{i}" for i in (11, 13, 14, 15, 16))
 TEST_IPS = [P0, D0, D1, PROXY_IP, FAKE]
-PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-             "ftp_proxy", "no_proxy", "NO_PROXY")
 # Fast settings for the tests: a backend leaves the rotation after 2 failed probes 0.5 s apart.
 FAST = ["--a3-probe-interval", "0.5", "--a3-probe-timeout", "0.5", "--a3-fail-threshold", "2",
         "--a3-retry-after", "7", "--a3-first-byte-timeout", "2"]
@@ -72,32 +71,6 @@ pytestmark = pytest.mark.skipif(
 
 # ----------------------------------------------------------------------------- helpers
 
-def free_port(ip):
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return s.getsockname()[1]
-
-
-def free_range(ip, count, lo=31000, hi=60000):
-    import random
-    rnd = random.Random()
-    for _unused in range(200):
-        base = rnd.randrange(lo, hi - count)
-        socks = []
-        try:
-            for p in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind((ip, p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
-
-
 def http(method, url, body=None, timeout=15):
     """(status, headers, body bytes); never raises for an HTTP status. A bytes body is sent as it is."""
     data, hdrs = None, {}
@@ -110,14 +83,6 @@ def http(method, url, body=None, timeout=15):
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
     except urllib.error.HTTPError as e:
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
-
-
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in PROXY_ENV and not k.startswith("A3SIM_")
-           and k not in ("PYTHONHASHSEED", "HCCL_IF_IP", "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME",
-                         "ASCEND_RT_VISIBLE_DEVICES", "VLLM_ASCEND_SRC", "PYTHONPATH")}
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
 
 
 def mooncake_cfg(role, kv_port):
@@ -349,24 +314,7 @@ class FakeBackend:
 @pytest.fixture(scope="session")
 def hosts():
     """Add the test IPs to lo as /32 (like sim/up does); remove them afterwards."""
-    ip_cmd = shutil.which("ip")
-    if not ip_cmd:
-        pytest.skip("iproute2 `ip` not available to add test addresses to lo")
-    present = subprocess.run([ip_cmd, "-o", "-4", "addr", "show", "dev", "lo"], capture_output=True,
-                             text=True, check=False).stdout
-    added = []
-    for ip in TEST_IPS:
-        if f" {ip}/" in present:
-            continue
-        r = subprocess.run([ip_cmd, "addr", "add", f"{ip}/32", "dev", "lo"], capture_output=True, text=True, check=False)
-        if r.returncode != 0:
-            for a in added:
-                subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True, check=False)
-            pytest.skip(f"cannot add {ip}/32 to lo (need CAP_NET_ADMIN): {r.stderr.strip()}")
-        added.append(ip)
-    yield TEST_IPS
-    for a in added:
-        subprocess.run([ip_cmd, "addr", "del", f"{a}/32", "dev", "lo"], capture_output=True, check=False)
+    yield from loopback_addresses(TEST_IPS)
 
 
 def _node_dir(tmp):
