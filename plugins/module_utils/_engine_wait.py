@@ -55,9 +55,11 @@ def read_from(path: str, offset: int):
 
 
 def wait(urls, log_path, signatures, timeout, interval, start_offset=0, clock=time.monotonic, sleep=time.sleep,
-         prober=probe, alive=None):
+         prober=probe, alive=None, signatures_fatal=True):
     """Poll urls until all answer 200. Returns a dict with ok, ready, pending, signature, line, log_tail,
-    waited. Stops early on a fatal log signature or when alive() says the launcher is gone."""
+    waited. Stops early on a fatal log signature (unless signatures_fatal is false: engines a supervisor
+    restarts by itself may log one and recover; the signature then only explains a wait that ends without
+    every rank ready) or when alive() says the launcher is gone."""
     start = clock()
     offset = start_offset
     seen = ""
@@ -77,7 +79,7 @@ def wait(urls, log_path, signatures, timeout, interval, start_offset=0, clock=ti
                 "log_tail": tail(seen)}
         if len(ready) == len(urls):
             return dict(base, ok=True, signature=None, line=None)
-        if sig is not None:
+        if sig is not None and signatures_fatal:
             return dict(base, ok=False, signature=sig, line=line)
         if alive is not None and not alive():
             # the launcher is gone: read what it wrote last before saying why
@@ -90,5 +92,6 @@ def wait(urls, log_path, signatures, timeout, interval, start_offset=0, clock=ti
                                                    "advice": "the launcher and all its engines exited: read the log tail below"},
                         line="(no engine process left)")
         if clock() - start >= timeout:
-            return dict(base, ok=False, signature=None, line=None)
+            sig, line = scan(seen, signatures)
+            return dict(base, ok=False, signature=sig, line=line)
         sleep(interval)

@@ -40,6 +40,13 @@ options:
     description: Seconds between polls.
     type: int
     default: 5
+  signatures_fatal:
+    description:
+      - Whether a line matching O(signatures) ends the wait at once.
+      - Set it to V(false) when this run started nothing and a supervisor owns the engines' restarts: a crash
+        it recovers from must not fail the wait; the newest matching line still explains a wait that times out.
+    type: bool
+    default: true
   alive_command:
     description:
       - Command (argv) that exits 0 while the launcher still runs; the wait ends early when it fails.
@@ -113,6 +120,7 @@ def main():
             timeout=dict(type="int", default=3600),
             interval=dict(type="int", default=5),
             alive_command=dict(type="list", elements="str"),
+            signatures_fatal=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -123,11 +131,17 @@ def main():
         if "pattern" not in sig:
             module.fail_json(msg="each signature needs a 'pattern' (and an 'advice'): got %r" % (sig,))
     res = wait(p["urls"], p["log_path"], p["signatures"], p["timeout"], p["interval"], p["log_offset"],
-               alive=_command_alive(p["alive_command"]) if p["alive_command"] else None)
+               alive=_command_alive(p["alive_command"]) if p["alive_command"] else None,
+               signatures_fatal=p["signatures_fatal"])
     out = {k: res[k] for k in ("ready", "pending", "log_tail", "waited")}
     if res["ok"]:
         module.exit_json(changed=False, **out)
-    if res["signature"]:
+    if res["signature"] and res["pending"] and not p["signatures_fatal"]:
+        msg = ("engines not ready after %ss: %s do not answer /health; the newest fatal log line: '%s' (%s). "
+               "Advice: %s. Log tail:\n%s"
+               % (res["waited"], ", ".join(res["pending"]), res["line"], res["signature"]["pattern"],
+                  res["signature"].get("advice", ""), res["log_tail"]))
+    elif res["signature"]:
         msg = ("engine start failed after %ss: log line '%s' (%s). Advice: %s. Not answering: %s. Log tail:\n%s"
                % (res["waited"], res["line"], res["signature"]["pattern"], res["signature"].get("advice", ""),
                   ", ".join(res["pending"]), res["log_tail"]))

@@ -22,7 +22,7 @@ class Clock:
         self.t += s
 
 
-def run(tmp_path, lines_per_poll, ready_after=None, alive=None, timeout=60):
+def run(tmp_path, lines_per_poll, ready_after=None, alive=None, timeout=60, fatal=True):
     log = tmp_path / "vllm_log.log"
     log.write_text("")
     clock, polls = Clock(), {"n": 0}
@@ -35,7 +35,7 @@ def run(tmp_path, lines_per_poll, ready_after=None, alive=None, timeout=60):
                 fh.write(lines_per_poll[n - 1])
         return ready_after is not None and n >= ready_after
     return W.wait(["http://x/health"], str(log), SIGS, timeout, 5, clock=clock, sleep=clock.sleep,
-                  prober=prober, alive=alive)
+                  prober=prober, alive=alive, signatures_fatal=fatal)
 
 
 def test_ready_when_health_answers(tmp_path):
@@ -91,3 +91,21 @@ def test_truncated_log_restarts_from_zero(tmp_path):
     log.write_text("abc")
     assert W.read_from(str(log), 100) == ("abc", 3)
     assert W.read_from(str(tmp_path / "missing"), 5) == ("", 5)
+
+
+def test_supervised_wait_rides_out_a_crash_the_supervisor_recovers(tmp_path):
+    # found running (nothing started by this run): a crash line then recovery is not a failure
+    crash = "Traceback (most recent call last):\nEngineDeadError\n"
+    res = run(tmp_path, ["", crash, "restarting\n", "up\n"], ready_after=4, fatal=False)
+    assert res["ok"] and res["pending"] == []
+
+
+def test_supervised_wait_explains_a_timeout_with_the_newest_signature(tmp_path):
+    res = run(tmp_path, ["", "zmq.error.ZMQError: Address already in use\n"], fatal=False, timeout=30)
+    assert not res["ok"] and res["signature"]["advice"] == "port" and res["waited"] >= 30
+    assert res["pending"] == ["http://x/health"]
+
+
+def test_strict_wait_still_stops_at_the_first_signature(tmp_path):
+    res = run(tmp_path, ["", "zmq.error.ZMQError: Address already in use\n"], ready_after=4, timeout=30)
+    assert not res["ok"] and res["signature"]["advice"] == "port" and res["waited"] < 30
