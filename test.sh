@@ -13,7 +13,9 @@ export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python   # etcd3 0.12 with protobu
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
 step "yamllint";         yamllint -s .
-step "ansible-lint";     ansible-lint --offline -q
+# ansible-lint keeps its cache (and an install of this collection) in ANSIBLE_HOME: a project-local one,
+# so a copy of the collection in ~/.ansible/collections cannot shadow the checkout.
+step "ansible-lint";     ANSIBLE_HOME="$PWD/.cache/ansible-lint-home" ansible-lint --offline -q
 step "collection build"; ansible-galaxy collection build --force --output-path .cache/build >/dev/null && ls .cache/build
 step "unit, golden, validation and lint tests"
 pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/sim/test_tools.py \

@@ -9,6 +9,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import from_hostvars
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import validate
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
 
 
 class ActionModule(ActionBase):
@@ -20,7 +21,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         allow = boolean(self._task.args.get("allow_placeholders", False), strict=False)
-        errors, warnings = validate(from_hostvars(task_vars["hostvars"], task_vars["groups"]),
+        # what each host sets in the inventory, else the default of the collection role that ships it
+        errors, warnings = validate(from_hostvars(task_vars["hostvars"], task_vars["groups"], role_defaults()),
                                     allow_placeholders=allow)
         result.update(changed=False, inventory_warnings=warnings)
         if warnings:

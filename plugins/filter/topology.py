@@ -7,7 +7,8 @@ DOCUMENTATION = r"""
 name: topology
 short_description: Derive the PD topology (dp ranks, addresses, ports, peers) from the inventory
 description:
-  - Reads the per-host variables of the C(prefill) and C(decode) groups and derives everything else once
+  - Reads the per-host variables of the C(prefill) and C(decode) groups (a variable a host does not set is the
+    default of the collection role that ships it) and derives everything else once
     (dp size and rank starts, dp address, etcd and proxy hosts, proxy backend lists, DS_WORKER_ADDR,
     kv port ranges, the Mooncake prefill/decode blocks).
   - The same file provides C(size_gib), C(size_mib), C(size_bytes), C(meminfo), C(sections), C(stat_types),
@@ -26,6 +27,7 @@ options:
 """
 
 EXAMPLES = r"""
+# roles/common sets this fact once per host per run
 a3: "{{ groups | ascend.vllm_pd.topology(hostvars) }}"
 """
 
@@ -45,11 +47,12 @@ from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
     engine_processes, launcher_argv, serve_lines, shell_dq)
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import (
     TopologyError, backends, derive, docker_size, parse_size, size_gib, size_mib)
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
 
 
 def topology(groups, hostvars):
     try:
-        return derive(from_hostvars(hostvars, groups))
+        return derive(from_hostvars(hostvars, groups, role_defaults()))
     except (TopologyError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("cannot derive the topology (%s): run playbooks/validate.yml to see every "
                                  "inventory problem" % exc)

@@ -22,12 +22,17 @@ def _plain(value):
     return str(value)
 
 
-def from_hostvars(hostvars, groups) -> dict:
-    """Read HOST_KEYS for every prefill/decode host (templated by hostvars itself)."""
+def from_hostvars(hostvars, groups, defaults=None, keys=HOST_KEYS) -> dict:
+    """Read `keys` for every prefill/decode host: the host's own value when the inventory (or -e, or a
+    fact) sets one (hostvars templates it), else the collection's role default from `defaults`, else None.
+
+    hostvars never holds role defaults, so without `defaults` an inventory of hosts alone would read
+    as all None."""
+    defaults = defaults or {}
     grp = {side: [str(h) for h in (groups.get(side) or [])] for side in SIDES}
     hosts = {}
     for side in SIDES:
         for h in grp[side]:
             hv = hostvars[h]
-            hosts[h] = {key: _plain(hv[key]) if key in hv else None for key in HOST_KEYS}
+            hosts[h] = {key: _plain(hv[key]) if key in hv else _plain(defaults.get(key)) for key in keys}
     return {"groups": grp, "hosts": hosts}

@@ -1,10 +1,12 @@
 # -*- coding: utf-8 -*-
 """Every role documents its variables in meta/argument_specs.yml (prometheus.prometheus style).
 
-Optional options are exactly the keys of defaults/main.yml (with the same default where the spec
-gives one); required options are inventory values (inventories/a3) or values a wrapper role passes
-with import_role/include_role vars. Ansible validates these specs when a role starts, so a drift
-here is a failure at deploy time.
+Every role depends on roles/common (the values several roles share, and the topology fact a3). A role's
+optional options are its own defaults/main.yml keys plus the shared ones it lists, each with the same
+default as the file that ships it; required options are only per-host inventory values (business IP,
+NIC), values a wrapper role passes with import_role/include_role vars, or the topology fact. No seed
+value lives in inventories/a3: it is hosts.yml alone. Ansible validates these specs when a role starts,
+so a drift here is a failure at deploy time.
 """
 from __future__ import annotations
 
@@ -17,6 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLES_DIR = ROOT / "roles"
 INVENTORY = ROOT / "inventories" / "a3"
 ROLES = sorted(p.name for p in ROLES_DIR.iterdir() if (p / "tasks").is_dir())
+SHARED = "common"
+# Roles whose defaults are visible to a role's tasks because it imports them (import_role).
+IMPORTS = {"vllm_prefill": ("vllm",), "vllm_decode": ("vllm",), "vllm": ("supervise",), "yuanrong": ("supervise",)}
+# Facts, not defaults: roles/common's task sets a3 once per host per run, before any role's spec check.
+FACTS = {"a3"}
+# roles/common's defaults derived from that fact: its own spec cannot carry them (Ansible templates a spec's
+# defaults when it checks the role, before the role's task sets a3); the roles that read them do.
+FROM_FACT = {"a3_self", "yuanrong_worker_address"}
 # Task files that are entry points of their own (include_role/import_role tasks_from: <name>).
 EXTRA_ENTRY_POINTS = ("render", "stop", "names")
 
@@ -38,6 +48,15 @@ def _specs(role: str) -> dict:
     return (_load(path) or {}).get("argument_specs") or {}
 
 
+def _visible_defaults(role: str) -> dict:
+    """What a role's tasks see as defaults: its own, the roles it imports, then roles/common."""
+    seen: dict = {}
+    for name in (role,) + IMPORTS.get(role, ()) + (SHARED,):
+        for key, value in _defaults(name).items():
+            seen.setdefault(key, value)
+    return seen
+
+
 def _options(role: str, entry_point: str = "main") -> dict:
     return (_specs(role).get(entry_point) or {}).get("options") or {}
 
@@ -55,8 +74,6 @@ def _host_vars(group: dict, found: set) -> None:
 
 def _inventory_vars() -> set:
     found = set()
-    for path in sorted((INVENTORY / "group_vars" / "all").glob("*.yml")):
-        found.update((_load(path) or {}).keys())
     for group in (_load(INVENTORY / "hosts.yml") or {}).values():
         _host_vars(group, found)
     return found
@@ -107,21 +124,23 @@ def test_every_role_has_meta():
 def test_defaults_are_the_optional_options():
     problems = {}
     for role in ROLES:
-        defaults = set(_defaults(role))
+        defaults = set(_defaults(role)) - (FROM_FACT if role == SHARED else set())
+        visible = set(_visible_defaults(role))
         optional = {name for name, spec in _options(role).items() if not (spec or {}).get("required")}
         if defaults - optional:
             problems.setdefault(role, []).append(
                 "in defaults/main.yml, not optional in argument_specs: %s" % ", ".join(sorted(defaults - optional)))
-        if optional - defaults:
+        if optional - visible:
             problems.setdefault(role, []).append(
-                "optional in argument_specs, not in defaults/main.yml: %s" % ", ".join(sorted(optional - defaults)))
+                "optional in argument_specs, not a default of the role, what it imports or roles/common: %s"
+                % ", ".join(sorted(optional - visible)))
     assert not problems, "defaults/main.yml and argument_specs (main) disagree:\n" + _report(problems)
 
 
 def test_spec_defaults_equal_role_defaults():
     problems = {}
     for role in ROLES:
-        defaults = _defaults(role)
+        defaults = _visible_defaults(role)
         for name, spec in _options(role).items():
             if name in defaults and "default" in (spec or {}) and spec["default"] != defaults[name]:
                 problems.setdefault(role, []).append(
@@ -129,18 +148,40 @@ def test_spec_defaults_equal_role_defaults():
     assert not problems, "argument_specs defaults differ from defaults/main.yml:\n" + _report(problems)
 
 
+def test_a_value_is_shipped_once():
+    common = set(_defaults(SHARED))
+    problems = {}
+    owners: dict = {}
+    for role in ROLES:
+        for name in _defaults(role):
+            owners.setdefault(name, []).append(role)
+        twice = sorted(set(_defaults(role)) & common) if role != SHARED else []
+        if twice:
+            problems.setdefault(role, []).append("redefines roles/common's %s" % ", ".join(twice))
+    for name, roles in owners.items():
+        if len(roles) > 1:
+            problems.setdefault(roles[0], []).append("%s is a default of %s" % (name, ", ".join(roles)))
+    assert not problems, "defaults written more than once:\n" + _report(problems)
+
+
+def test_inventory_is_hosts_alone():
+    assert not (INVENTORY / "group_vars").exists(), "inventories/a3 carries group_vars: seed values belong in the roles"
+    assert sorted(p.name for p in INVENTORY.iterdir() if p.suffix in (".yml", ".yaml")) == ["hosts.yml"]
+
+
 def test_required_options_are_defined_by_the_inventory():
     inventory = _inventory_vars()
     passed = _vars_passed_by_wrappers()
     problems = {}
     for role in ROLES:
+        visible = _visible_defaults(role)
         for entry_point, spec in _specs(role).items():
             for name, option in ((spec or {}).get("options") or {}).items():
-                if (option or {}).get("required") and name not in inventory | passed.get(role, set()):
+                if (option or {}).get("required") and name not in inventory | passed.get(role, set()) | FACTS:
                     problems.setdefault(role, []).append(
-                        "%s (entry point %s) is required but neither inventories/a3 nor a wrapper role defines it"
-                        % (name, entry_point))
-                if (option or {}).get("required") and name in _defaults(role):
+                        "%s (entry point %s) is required but neither inventories/a3/hosts.yml, a wrapper role nor "
+                        "roles/common's fact defines it" % (name, entry_point))
+                if (option or {}).get("required") and name in visible:
                     problems.setdefault(role, []).append("%s is required but has a role default" % name)
     assert not problems, "required options that would fail role validation:\n" + _report(problems)
 
@@ -191,4 +232,6 @@ def test_meta_main_is_galaxy_info(role):
     info = meta.get("galaxy_info") or {}
     for key in ("author", "description", "license", "min_ansible_version"):
         assert info.get(key), "%s: meta/main.yml galaxy_info.%s is missing" % (role, key)
-    assert meta.get("dependencies") == [], "%s: meta/main.yml dependencies must be []" % role
+    deps = [d.get("role") if isinstance(d, dict) else d for d in meta.get("dependencies") or []]
+    want = [] if role == SHARED else [SHARED]
+    assert deps == want, "%s: meta/main.yml dependencies must be %s (the shared values), got %s" % (role, want, deps)
