@@ -69,7 +69,8 @@ def build(side: str, kv_port: int, mooncake: dict, lookup_rpc_port, dp_size: int
 
 
 def notes(config: dict, npus_per_node: int = 16):
-    """Advisory notes (not errors) about a built config, per FIELD-NOTES."""
+    """Advisory notes (not errors) about a built config: vllm-ascend v0.18.0's AscendStoreConnector knows only the
+    mooncake and memcache backends (yuanrong is upstream from v0.19.1rc1, vllm-ascend PR 6869)."""
     out = []
     for conn in config["kv_connector_extra_config"]["connectors"]:
         extra = conn.get("kv_connector_extra_config", {})
