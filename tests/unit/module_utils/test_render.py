@@ -24,9 +24,8 @@ def bash_dq(value, variables):
     """What bash makes of `export X="<shell_dq(value)>"` after the given shell variables are set."""
     assigns = "".join("%s=%s\n" % (k, shlex.quote(v)) for k, v in variables.items() if not k.isdigit())
     positional = [variables[str(i)] for i in range(1, 10) if str(i) in variables]
-    script = '%sset -- %s\nexport X="%s"\nprintf %%s "$X"' % (assigns, " ".join(shlex.quote(p) for p in positional),
-                                                            shell_dq(value))
-    return bash(script)
+    args = " ".join(shlex.quote(p) for p in positional)
+    return bash('%sset -- %s\nexport X="%s"\nprintf %%s "$X"' % (assigns, args, shell_dq(value)))
 
 
 # --------------------------------------------------------------------------
