@@ -17,7 +17,7 @@ simulated cluster, 4 nodes x 16 NPUs, sim/cluster.sh up) with the checkout's ans
 
 The naive playbook does less work (one peer instead of three, no host checks, no judging), so the
 ratio understates the role's advantage. The seed itself loops only -vnic and -hccs_ping; -link,
--net_health and -tls come from the upstream A3 checklist (FIELD-NOTES) that the role also covers.
+-net_health and -tls come from the A3 checklist of vllm-ascend's PD deployment tutorial, which the role also covers.
 
 Which comparison is the issue's target (>= 10x): "etasks" (--equal-work --naive-tasks), the naive
 equivalent of what the role checks, one Ansible task per device per check. The others bound it: "naive"

@@ -2,16 +2,10 @@
 """Paths and commands shared by the tests (tests/ is on sys.path through tests/conftest.py)."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def shared_dir() -> Path:
-    """../shared beside the checkout, or $A3_SHARED_DIR."""
-    return Path(os.environ.get("A3_SHARED_DIR", ROOT.parent / "shared"))
 
 
 def venv_bin(name: str) -> str:

@@ -8,10 +8,13 @@ that executes the queries of one node (devices in parallel, each device's
 commands one after another), and the controller-side helpers that need every
 node's results: ``peer_map`` (whom each device pings) and ``compare_tls``.
 
-Gates (see FIELD-NOTES "NPU checks"): vNIC UP with an IP, ``hccs_ping`` success
-to every peer and TLS consistency are hard; ``-link`` and ``-net_health`` read
-DOWN/Init on healthy HCCS-connected A3 machines, so they are advisory unless
-``strict_link``/``strict_net_health``; ``-ip`` (RoCE IP) is advisory.
+Gates: vNIC UP with an IP, ``hccs_ping`` success to every peer and TLS
+consistency are hard (the A3 checklist of vllm-ascend's PD deployment tutorial).
+``-net_health`` is hard too: ``Success`` and ``Init`` pass (healthy
+HCCS-connected A3 chips read ``Init``), every other state fails unless
+``strict_net_health`` is false.  ``-link`` reads DOWN on healthy HCCS-connected
+A3 machines, so it is advisory unless ``strict_link``; ``-ip`` (RoCE IP) is
+advisory.
 
 Nothing here imports Ansible.
 """
@@ -40,8 +43,17 @@ ERROR = 'error'
 TIMEOUT = 'timeout'
 BUSY = 'busy'
 
+# What ``hccn_tool -i N -net_health -g`` prints after ``net health status:``: the states of
+# ``enum dcmi_rdfx_detect_result`` in Huawei's DCMI API reference (dcmi_get_device_network_health):
+# 0 Success (healthy), 1 Socket fail, 2 Receive timeout, 3 Unreachable (detect IP unreachable),
+# 4 Time exceeded, 5 Fault (sending the detect packet failed), 6 Init (detection task initialising),
+# 7 Thread error, 8 Detect ip set (detect IP being set); 'Unknown' for anything else.
 NET_HEALTH_VALUES = ('Success', 'Socket fail', 'Receive timeout', 'Unreachable', 'Time exceeded',
                      'Fault', 'Init', 'Thread error', 'Detect ip set', 'Unknown')
+# The healthy ones: Init too, because healthy HCCS-connected A3 chips read it (field reports on A3
+# machines whose hccs_ping works). Every other state, known or not, and output with no state line is
+# unhealthy; that includes 'Detect ip set', which may pass once the detect IP is set: rerun then.
+NET_HEALTH_OK = ('Success', 'Init')
 
 _UNSUPPORTED_RE = re.compile(r'does not support this function', re.IGNORECASE)
 _BUSY_RE = re.compile(r'device is occupied', re.IGNORECASE)
@@ -72,10 +84,11 @@ HINTS = {
                  '(run the command by hand on this node)',
     'tls': 'the TLS switch must be identical on every device of every node '
            '(hccn_tool -i N -tls -s enable 0|1)',
-    'link': 'link/net_health can read DOWN/Init on healthy A3 machines; set strict_link=false '
+    'link': 'link can read DOWN on healthy HCCS-connected A3 machines; set strict_link=false '
             'to make this advisory',
-    'net_health': 'link/net_health can read DOWN/Init on healthy A3 machines; set '
-                  'strict_net_health=false to make this advisory',
+    'net_health': 'only Success and Init are healthy; check the RoCE port of the chip and its detect IP '
+                  '(hccn_tool -i N -netdetect -g, /etc/hccn.conf), or set strict_net_health=false to make '
+                  'this advisory',
     'ip': 'no RoCE IP is preset on this device (advisory)',
 }
 
@@ -191,7 +204,8 @@ def parse_link(text, rc=0, stderr=''):
 
 
 def parse_net_health(text, rc=0, stderr=''):
-    """``-net_health -g``: ``net health status: Success`` -> ok; anything else -> unhealthy."""
+    """``-net_health -g``: ``net health status: X`` -> ok when X is one of NET_HEALTH_OK (Success, Init,
+    any case), else unhealthy; no such line -> unsupported, busy or error (unhealthy as well)."""
     result = _base(text, rc, stderr)
     result['value'] = None
     match = _NET_HEALTH_RE.search(text or '')
@@ -200,7 +214,7 @@ def parse_net_health(text, rc=0, stderr=''):
             return result
         return _unparsed(result, "no 'net health status' line", text, rc, stderr)
     result['value'] = match.group(1)
-    result['status'] = OK if result['value'].lower() == 'success' else 'unhealthy'
+    result['status'] = OK if result['value'].lower() in [v.lower() for v in NET_HEALTH_OK] else 'unhealthy'
     return result
 
 
@@ -427,7 +441,9 @@ def _judge(check, rec, options):
     if check == 'link':
         return ('fail' if options.get('strict_link') else 'warn'), seen
     if check == 'net_health':
-        return ('fail' if options.get('strict_net_health') else 'warn'), seen
+        if status == UNSUPPORTED:
+            return 'warn', seen  # the board has no RoCE detection: nothing to judge
+        return ('fail' if options.get('strict_net_health', True) else 'warn'), seen
     return 'warn', seen  # ip and anything else: advisory
 
 
@@ -498,8 +514,8 @@ def run_checks(device_ids, runner, peers_by_device=None, ping_count=3, options=N
     command on the same device.
 
     ``options``: ``tool`` ('hccn_tool'), ``checks`` (all of CHECKS), ``timeout``
-    (10 s per command), ``max_workers`` (16), ``strict_link``,
-    ``strict_net_health`` (False), ``busy_retries`` (2), ``busy_delay`` (1.0 s).
+    (10 s per command), ``max_workers`` (16), ``strict_link`` (False),
+    ``strict_net_health`` (True), ``busy_retries`` (2), ``busy_delay`` (1.0 s).
 
     Returns ``{'devices', 'summary', 'failures', 'warnings', 'tls', 'vnic_ips'}``;
     each failure/warning is ``{'device', 'check', 'status', 'seen', 'command'}``

@@ -14,8 +14,20 @@ ROLES = {"prefill": "kv_producer", "decode": "kv_consumer"}
 POOL_BACKENDS_V0180 = ("mooncake", "memcache")
 
 
+# Keys build() computes; an extra dict that names one would silently replace (or be replaced by) them.
+COMPUTED_KEYS = {
+    "mooncake_extra": ("prefill", "decode"),
+    "pool_extra": ("lookup_rpc_port", "backend"),
+    "top_level_extra": ("kv_connector", "kv_role", "engine_id", "kv_connector_extra_config"),
+}
+
+
 class KvConfigError(ValueError):
     pass
+
+
+def _positive_int(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def check_mooncake(mooncake: dict, side: str, dp_size: int, tp_size: int):
@@ -24,7 +36,7 @@ def check_mooncake(mooncake: dict, side: str, dp_size: int, tp_size: int):
     for key in ("prefill", "decode"):
         block = mooncake.get(key) or {}
         for field in ("dp_size", "tp_size"):
-            if not isinstance(block.get(field), int) or block.get(field) < 1:
+            if not _positive_int(block.get(field)):
                 errors.append("mooncake.%s.%s must be a positive integer, got %r" % (key, field, block.get(field)))
     if errors:
         return errors
@@ -45,8 +57,14 @@ def build(side: str, kv_port: int, mooncake: dict, lookup_rpc_port, dp_size: int
     if side not in ROLES:
         raise KvConfigError("side must be 'prefill' or 'decode', got %r" % (side,))
     errors = check_mooncake(mooncake, side, dp_size, tp_size)
-    if not isinstance(kv_port, int) or not 1 <= kv_port <= 65535 - dp_size * tp_size:
+    # instance dp_rank listens on kv_port + dp_rank * tp .. + tp - 1: the last port is kv_port + dp * tp - 1
+    if not isinstance(kv_port, int) or isinstance(kv_port, bool) or not 1 <= kv_port <= 65536 - dp_size * tp_size:
         errors.append("kv_port %r is not a usable TCP port for %d instances x tp %d" % (kv_port, dp_size, tp_size))
+    for name, extra in (("mooncake_extra", mooncake_extra), ("pool_extra", pool_extra),
+                        ("top_level_extra", top_level_extra)):
+        clash = [key for key in COMPUTED_KEYS[name] if key in (extra or {})]
+        if clash:
+            errors.append("%s may not set %s (computed from the topology)" % (name, ", ".join(clash)))
     if errors:
         raise KvConfigError("; ".join(errors))
     role = ROLES[side]
@@ -69,7 +87,8 @@ def build(side: str, kv_port: int, mooncake: dict, lookup_rpc_port, dp_size: int
 
 
 def notes(config: dict, npus_per_node: int = 16):
-    """Advisory notes (not errors) about a built config, per FIELD-NOTES."""
+    """Advisory notes (not errors) about a built config: vllm-ascend v0.18.0's AscendStoreConnector knows only the
+    mooncake and memcache backends (yuanrong is upstream from v0.19.1rc1, vllm-ascend PR 6869)."""
     out = []
     for conn in config["kv_connector_extra_config"]["connectors"]:
         extra = conn.get("kv_connector_extra_config", {})

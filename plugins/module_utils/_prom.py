@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+# name, optional {labels} (a quoted label value may hold any character, "}" and escaped quotes included), value
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?\s+(\S+)')
 
 
 def prom_sum(text: str, name: str):

@@ -9,7 +9,11 @@ import json
 import re
 import shlex
 
-_VAR_RE = re.compile(r"\$(\w+|\{\w+\})")
+# What a shell expands that expand() knows: $NAME, ${NAME} and the positional $1..$9 (one digit: "$12" is
+# "$1" then "2", as in sh).
+_VAR_RE = re.compile(r"\$([A-Za-z_]\w*|\d|\{\w+\})")
+# A "$" that starts anything else ($(cmd), $((x)), ${X:-y}, $$, $?, a trailing $) is escaped by shell_dq.
+_OTHER_DOLLAR_RE = re.compile(r"\$(?![A-Za-z_\d]|\{\w+\})")
 
 
 def serve_flag_pairs(flags: dict) -> list:
@@ -35,8 +39,10 @@ def serve_lines(flags: dict) -> list:
 
 
 def shell_dq(value) -> str:
-    """Escape a value for a double-quoted shell string: $VAR still expands, nothing else does."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
+    """Escape a value for a double-quoted shell string: $NAME, ${NAME} and $1..$9 still expand (as expand()
+    does), nothing else does: no command substitution, arithmetic, ${X:-default} or special parameter."""
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
+    return _OTHER_DOLLAR_RE.sub(r"\\$", text)
 
 
 def expand(value, variables: dict) -> str:

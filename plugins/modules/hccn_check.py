@@ -18,9 +18,13 @@ description:
   - "Hard gates: the vNIC is C(UP) with an IP (C(-vnic -g)); C(-hccs_ping) to every peer in O(peers)
     receives every packet; the TLS switch can be read (C(-tls -g)). A board without C(hccs_ping)
     (C(This device does not support this function.)) gives a warning, not a failure."
-  - "Advisory unless made strict: C(-link -g) not C(UP) (O(strict_link)), C(-net_health -g) not C(Success)
-    (O(strict_net_health)); these read DOWN/Init on healthy HCCS-connected A3 machines. C(-ip -g) (the
-    RoCE IP, exit 13 C(no ip was preset) when unset) is always advisory."
+  - "C(-net_health -g) is a hard gate too (O(strict_net_health) true by default): C(Success) and C(Init) pass
+    (healthy HCCS-connected A3 chips read C(Init)); C(Fault), C(Socket fail), C(Receive timeout), C(Unreachable),
+    C(Time exceeded), C(Thread error), C(Detect ip set), any other state and output without a state fail. A
+    board that does not support the query gives a warning."
+  - "Advisory unless made strict: C(-link -g) not C(UP) (O(strict_link)); it reads DOWN on healthy
+    HCCS-connected A3 machines. C(-ip -g) (the RoCE IP, exit 13 C(no ip was preset) when unset) is always
+    advisory."
   - TLS must also be identical across nodes; the module returns each device's switch in RV(tls) so the
     controller can compare the nodes (the collection's C(compare_tls) helper).
   - The module fails with one message that lists every failing device of the node with the check, what
@@ -88,9 +92,11 @@ options:
     default: false
   strict_net_health:
     description:
-      - Fail instead of warn when C(-net_health -g) is not C(Success).
+      - Fail when C(-net_health -g) reads a state other than C(Success) or C(Init) (or cannot be read).
+      - V(false) turns those failures into warnings (advisory), e.g. on a node whose RoCE detection is
+        known to be broken while its HCCS fabric works.
     type: bool
-    default: false
+    default: true
 extends_documentation_fragment:
   - ascend.vllm_pd.attributes
 notes:
@@ -178,7 +184,7 @@ failures:
       description: Device id.
       type: int
     check:
-      description: vnic, hccs_ping, tls, or link/net_health when strict.
+      description: vnic, hccs_ping, tls, net_health (unless O(strict_net_health=false)), or link when strict.
       type: str
     status:
       description: Status of the result.
@@ -252,7 +258,7 @@ def main():
             max_workers=dict(type='int', default=16),
             busy_retries=dict(type='int', default=2),
             strict_link=dict(type='bool', default=False),
-            strict_net_health=dict(type='bool', default=False),
+            strict_net_health=dict(type='bool', default=True),
         ),
         mutually_exclusive=[('devices', 'device_count')],
         required_one_of=[('devices', 'device_count')],

@@ -23,7 +23,7 @@ options:
     required: true
     choices: [prefill, decode]
   kv_port:
-    description: Mooncake base kv port of the side (the instance listens on kv_port + dp_rank x tp ...).
+    description: Mooncake base kv port of the side (instance dp_rank listens on kv_port + dp_rank x tp .. + tp - 1).
     type: int
     required: true
   mooncake:
@@ -50,18 +50,24 @@ options:
     type: str
     default: yuanrong
   mooncake_extra:
-    description: Extra keys of the Mooncake connector's C(kv_connector_extra_config) (seed C(use_ascend_direct)).
+    description:
+      - Extra keys of the Mooncake connector's C(kv_connector_extra_config) (seed C(use_ascend_direct)).
+      - C(prefill) and C(decode) come from O(mooncake) and may not be set here.
     type: dict
     default: {}
   mooncake_module_path:
     description: C(kv_connector_module_path) of the Mooncake connector; omitted when empty.
     type: str
   pool_extra:
-    description: Extra keys of the AscendStoreConnector's C(kv_connector_extra_config).
+    description:
+      - Extra keys of the AscendStoreConnector's C(kv_connector_extra_config).
+      - C(lookup_rpc_port) and C(backend) come from O(lookup_rpc_port) and O(pool_backend) and may not be set here.
     type: dict
     default: {}
   top_level_extra:
-    description: Extra top-level keys, e.g. C(kv_load_failure_policy) (read only at MultiConnector level).
+    description:
+      - Extra top-level keys, e.g. C(kv_load_failure_policy) (read only at MultiConnector level).
+      - C(kv_connector), C(kv_role), C(engine_id) and C(kv_connector_extra_config) are computed and may not be set here.
     type: dict
     default: {}
 attributes:

@@ -27,7 +27,7 @@ from a3sim_tools import DRIVER_VERSION, Sim, ToolError, run  # noqa: E402
 USAGE = """Usage: npu-smi info
        npu-smi info -t spod-info -i <card_id> -c <chip_id>"""
 HBM_TOTAL = 65536
-# Idle A3 values per Phy-ID (shared/fixtures/npu-smi_info_a3_idle.txt); power is per card.
+# Idle A3 values per Phy-ID (tests/fixtures/npu-smi_info_a3_idle.txt); power is per card.
 BUS = "9D 9F 99 9B 95 97 91 93 8D 8F 89 8B 85 87 81 83".split()
 TEMP = [37, 36, 37, 37, 36, 36, 36, 36, 37, 36, 36, 36, 35, 34, 35, 37]
 HBM = [3440, 3205, 3432, 3208, 3443, 3196, 3433, 3210, 3439, 3205, 3433, 3205, 3452, 3194, 3447, 3192]

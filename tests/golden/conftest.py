@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 
-from helpers import ROOT, shared_dir, venv_bin
+from helpers import ROOT, venv_bin
 
 
 def render(inventory: str, out: Path) -> subprocess.CompletedProcess:
@@ -26,8 +26,6 @@ def rendered_a3(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def seed():
-    shared = shared_dir()
-    if not (shared / "seed").is_dir():
-        pytest.skip("the seed is not beside the checkout (%s); set A3_SHARED_DIR" % shared)
-    from golden import seed as seed_module
-    return seed_module, seed_module.seed_text(shared)
+    """The seed's values (tests/golden/seed_values.yml)."""
+    from golden.seed import Seed
+    return Seed()

@@ -1,18 +1,14 @@
 # -*- coding: utf-8 -*-
-"""Read the values of the seed procedure (../shared/seed/*.txt) straight from its text, so the
-render can be compared with the seed itself rather than with a transcription of it."""
+"""The seed's values (tests/golden/seed_values.yml, a transcription of the deployment procedure
+"在 Atlas 800 A3 上使用 PD 分离方式部署 GLM-5.1-w8a8"), read in the shapes test_seed.py compares the
+render with, and parse_flags for the render's own command lines."""
 from __future__ import annotations
 
-import re
-import shlex
 from pathlib import Path
 
+import yaml
 
-def seed_text(shared: Path) -> str:
-    files = sorted((shared / "seed").glob("*.txt"))
-    if not files:
-        raise FileNotFoundError("no seed under %s" % (shared / "seed"))
-    return files[0].read_text(encoding="utf-8")
+VALUES = Path(__file__).resolve().parent / "seed_values.yml"
 
 
 def parse_flags(tokens):
@@ -30,96 +26,45 @@ def parse_flags(tokens):
     return out
 
 
-def engine_script(text: str, side: str):
-    """The seed's run_dp_template.sh of a side: (env {name: value}, unset [names], model, flags)."""
-    lines = text.splitlines()
-    marker = "#!/bin/bash nic_name="
-    found = [l[l.index(marker):] for l in lines if marker in l]
-    line = found[0 if side == "prefill" else 1]
-    env_part = line[line.index("export "):line.index("vllm serve")]
-    env_part = re.sub(r"# (Yuanrong|Mooncake)\b", " ", env_part)
-    env, unset, mode = {}, [], None
-    for tok in shlex.split(env_part):
-        if tok in ("export", "unset"):
-            mode = tok
-        elif mode == "export":
-            key, _unused, value = tok.partition("=")
-            env[key] = value
-        elif mode == "unset":
-            unset.append(tok)
-    serve = shlex.split(line[line.index("vllm serve"):].replace(" \\ ", " "))
-    return env, unset, serve[2], parse_flags(serve[3:])
+class Seed:
+    """Accessors over seed_values.yml; each returns a fresh copy, so a test may change what it gets."""
 
+    def __init__(self, path: Path = VALUES):
+        self.path = path
+        self.values = yaml.safe_load(path.read_text(encoding="utf-8"))
 
-def launcher_args(text: str):
-    """The four `python launch_online_dp.py ...` lines, node 0..3."""
-    return [parse_flags(shlex.split(l)[2:]) for l in text.splitlines() if l.startswith("python launch_online_dp.py ")]
+    def _get(self, *keys):
+        value = self.values
+        for key in keys:
+            value = value[key]
+        return yaml.safe_load(yaml.safe_dump(value, allow_unicode=True))
 
+    def engine_script(self, side: str):
+        """run_dp_template.sh of a side: (env {name: value}, unset [names], model, serve flags)."""
+        eng = self._get("engine", side)
+        return eng["env"], eng["unset"], eng["model"], eng["serve_flags"]
 
-def proxy_args(text: str):
-    line = next(l for l in text.splitlines() if "load_balance_proxy_server_example.py" in l and "--port" in l)
-    toks = shlex.split(line[line.index("python load_balance"):].replace(" \\ ", " ").rstrip("\\ "))
-    out, key = {}, None
-    for tok in toks[2:]:
-        if tok.startswith("--"):
-            key = tok[2:]
-            out[key] = []
-        else:
-            out[key].append(tok)
-    return out, re.findall(r"unset (\w+)", line)
+    def launcher_args(self):
+        """The flags of the four `python launch_online_dp.py ...` lines, node 0..3."""
+        return self._get("launcher")
 
+    def proxy_args(self):
+        """({argument: [values]}, [unset names]) of the proxy's command line."""
+        return self._get("proxy", "args"), self._get("proxy", "unset")
 
-def etcd_args(text: str):
-    block = text[text.index("etcd \\\n--name"):text.index("> /tmp/etcd.log")]
-    return parse_flags(shlex.split(block.replace("\\\n", " "))[1:])
+    def etcd_args(self):
+        return self._get("etcd")
 
+    def dscli_args(self):
+        """([numactl arguments before -w], {worker flag: value})."""
+        return self._get("dscli", "numa"), self._get("dscli", "flags")
 
-def dscli_args(text: str):
-    block = text[text.index("dscli start"):text.index("--liveness_check_path ${LIVENESS_PATH}") + 40]
-    toks = shlex.split(block.replace("\\\n", " ").splitlines()[0])
-    w = toks.index("-w")
-    return toks[2:w], parse_flags(toks[w + 1:])
+    def docker_run(self):
+        return self._get("docker_run")
 
+    def hugepages_pages(self, page: str):
+        assert page == "2M", "the seed's values hold the 2M page count only"
+        return self._get("hugepages_2m_pages")
 
-def yr_env(text: str):
-    block = text[text.index("run_yr_worker.sh"):text.index("dscli start --interleave")]
-    return dict(re.findall(r"export (\w+)=([^\s]+)", block))
-
-
-def docker_run(text: str):
-    block = text[text.index('docker run --name "${NAME}"'):text.index('"${IMAGES_ID}"')]
-    toks = shlex.split(block.replace("\\\n", " "))
-    out = {"devices": [], "volumes": [], "env": []}
-    i = 2
-    while i < len(toks):
-        t = toks[i]
-        if t in ("-it", "-d"):
-            out.setdefault("flags", []).append(t)
-        elif t.startswith("--device="):
-            out["devices"].append(t.split("=", 1)[1])
-        elif t.startswith("--") and "=" in t:
-            k, v = t[2:].split("=", 1)
-            out[k] = v
-        elif t == "-v":
-            out["volumes"].append(toks[i + 1])
-            i += 1
-        elif t == "-e":
-            out["env"].append(toks[i + 1].split("=")[0])
-            i += 1
-        elif t == "-w":
-            out["workdir"] = toks[i + 1]
-            i += 1
-        elif t.startswith("--"):
-            out[t[2:]] = toks[i + 1]
-            i += 1
-        i += 1
-    return out
-
-
-def hugepages_pages(text: str, page: str):
-    m = re.search(r"Hugepagesize %s\n# [^\n]*\necho (\d+) > /proc/sys/vm/nr_hugepages" % re.escape(page), text)
-    return int(m.group(1))
-
-
-def pip_pins(text: str):
-    return dict(re.findall(r"pip install ([\w_]+)==([\d.]+) --no-deps --force-reinstall", text))
+    def pip_pins(self):
+        return self._get("pip_pins")

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Rendering inventories/a3 reproduces the seed: values read from the seed's own text."""
+"""Rendering inventories/a3 reproduces the seed: its values as transcribed in tests/golden/seed_values.yml."""
 from __future__ import annotations
 
 import json
@@ -41,10 +41,9 @@ def plan(rendered, host):
 
 
 def test_engine_env_and_flags_match_the_seed(rendered_a3, seed):
-    mod, text = seed
     from golden.seed import parse_flags
     for side, hosts in SIDE_HOSTS.items():
-        s_env, s_unset, s_model, s_flags = mod.engine_script(text, side)
+        s_env, s_unset, s_model, s_flags = seed.engine_script(side)
         for rank, host in enumerate(hosts):
             header, env, unset, model, toks = our_script(rendered_a3 / host / WORK / "run_dp_template.sh")
             variables = dict(header, **{str(i): "$%d" % i for i in range(1, 8)})
@@ -66,8 +65,7 @@ def test_engine_env_and_flags_match_the_seed(rendered_a3, seed):
 
 
 def test_launcher_arguments_match_the_seed(rendered_a3, seed):
-    mod, text = seed
-    seed_args = mod.launcher_args(text)
+    seed_args = seed.launcher_args()
     for node, host in enumerate(["p0", "p1", "d0", "d1"]):
         launcher = next(p for p in plan(rendered_a3, host)["processes"] if p["name"].startswith("launch_online_dp"))
         argv = launcher["argv"]
@@ -79,8 +77,7 @@ def test_launcher_arguments_match_the_seed(rendered_a3, seed):
 
 
 def test_proxy_matches_the_seed(rendered_a3, seed):
-    mod, text = seed
-    s_args, s_unset = mod.proxy_args(text)
+    s_args, s_unset = seed.proxy_args()
     script = (rendered_a3 / "p0" / WORK / "proxy.sh").read_text()
     assert re.findall(r"^unset (\w+)$", script, re.M) == s_unset
     toks = shlex.split(script[script.index("exec "):])[1:]
@@ -107,9 +104,8 @@ ETCD_DEPARTURES = {"data-dir": "/var/lib/ascend-etcd"}  # the seed's /tmp/etcd-d
 
 
 def test_etcd_matches_the_seed(rendered_a3, seed):
-    mod, text = seed
     from golden.seed import parse_flags
-    s = {k: expand(v, SEED_VARS) for k, v in mod.etcd_args(text).items()}
+    s = {k: expand(v, SEED_VARS) for k, v in seed.etcd_args().items()}
     etcd = next(p for p in plan(rendered_a3, "p0")["processes"] if p["name"].startswith("etcd"))
     ours = parse_flags(etcd["argv"][1:])
     assert {k: v for k, v in ours.items() if k not in ETCD_DEPARTURES} == \
@@ -122,15 +118,15 @@ def test_etcd_matches_the_seed(rendered_a3, seed):
 
 
 def test_dscli_matches_the_seed(rendered_a3, seed):
-    mod, text = seed
     from golden.seed import parse_flags
-    numa, s_flags = mod.dscli_args(text)
+    numa, s_flags = seed.dscli_args()
     for host in ("p0", "p1", "d0", "d1"):
         worker = next(p for p in plan(rendered_a3, host)["processes"] if "datasystem" in p["name"])
         argv = worker["argv"]
         w = argv.index("-w")
         before = argv[2:w]
-        # -t (wait for ready) is added before -w, raised for the shared memory size (FIELD-NOTES)
+        # -t (wait for ready) is added before -w, raised for the shared memory size (openYuanrong datasystem's
+        # dscli start: -t SECONDS waits until the worker is ready, default 90)
         assert before[:len(numa)] == numa and before[len(numa)] == "-t" and int(before[len(numa) + 1]) >= 90
         variables = dict(SEED_VARS, HOST_IP=PLACEHOLDER_IP[host])
         assert parse_flags(argv[w + 1:]) == {k: expand(v, variables) for k, v in s_flags.items()}, host
@@ -139,8 +135,7 @@ def test_dscli_matches_the_seed(rendered_a3, seed):
 
 
 def test_container_matches_start_docker_sh(rendered_a3, seed):
-    mod, text = seed
-    s = mod.docker_run(text)
+    s = seed.docker_run()
     for host in ("p0", "p1", "d0", "d1"):
         c = plan(rendered_a3, host)["container"]
         assert c["name"] == "yr_glm5" and c["image"] == "quay.io/ascend/vllm-ascend:v0.18.0-a3"
@@ -156,14 +151,13 @@ def test_container_matches_start_docker_sh(rendered_a3, seed):
 
 
 def test_sysctl_and_pip_pins_match_the_seed(rendered_a3, seed):
-    mod, text = seed
     for host in ("p0", "d1"):
         p = plan(rendered_a3, host)
-        assert p["sysctl"] == {"vm.nr_hugepages": mod.hugepages_pages(text, "2M")}
+        assert p["sysctl"] == {"vm.nr_hugepages": seed.hugepages_pages("2M")}
         assert (rendered_a3 / host / "etc/sysctl.d/90-ascend-hugepages.conf").read_text() == "vm.nr_hugepages=256000\n"
         pins = dict(re.match(r"pip install ([\w_]+)==([\d.]+) --no-deps --force-reinstall$", c).groups()
                     for c in p["patches"]["pip_install"])
-        assert pins == mod.pip_pins(text)
+        assert pins == seed.pip_pins()
 
 
 def test_one_terabyte_tip_is_one_variable(tmp_path):

@@ -3,7 +3,7 @@
 The tools run as subprocesses (the sh front end sim/tools/hccn_tool, also called as npu-smi, and the
 Python implementation it starts) against temporary node.json / faults.json files (env A3SIM_NODE_FILE /
 A3SIM_FAULTS_FILE) with a cache directory of the test's own (A3SIM_CACHE_DIR). Outputs are compared
-with the real-format samples in <shared>/fixtures (env A3_SHARED_DIR overrides <shared>).
+with the real command output samples in tests/fixtures (provenance in tests/fixtures/PROVENANCE.md).
 """
 import json
 import os
@@ -16,16 +16,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / "sim" / "tools"
-SHARED = Path(os.environ["A3_SHARED_DIR"]) if os.environ.get("A3_SHARED_DIR") else REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
 NODES = ["p0", "p1", "d0", "d1"]
 ME = "p1"  # the simulated node of most tests: index 1
 PEER_IP = "127.31.2.5"  # d0, device 4
 
 
 def fixture(name):
-    if not FIXTURES.is_dir():
-        pytest.skip(f"fixtures dir {FIXTURES} missing (set A3_SHARED_DIR to the shared dir)")
     return (FIXTURES / name).read_text()
 
 

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Helpers shared by the unit tests: the shared fixtures directory and running a module as a script."""
+"""Helpers shared by the unit tests: the command output samples in tests/fixtures and running a module as a script."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,23 +12,16 @@ from pathlib import Path
 import pytest
 
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
-
-
-def shared_fixtures_dir():
-    """``$A3_SHARED_DIR/fixtures``, else ``<checkout>/../shared/fixtures``."""
-    shared = os.environ.get('A3_SHARED_DIR')
-    if shared:
-        return Path(shared) / 'fixtures'
-    return COLLECTION_ROOT.parent / 'shared' / 'fixtures'
+FIXTURES = COLLECTION_ROOT / 'tests' / 'fixtures'
 
 
 @pytest.fixture
 def fixture_text():
-    """``fixture_text('name.txt')`` -> the file's text; skips the test when the fixtures are absent."""
+    """``fixture_text('name.txt')`` -> the text of ``tests/fixtures/name.txt`` (see PROVENANCE.md there);
+    a missing file fails the test."""
     def read(name):
-        path = shared_fixtures_dir() / name
-        if not path.is_file():
-            pytest.skip('fixture %s not found (set A3_SHARED_DIR to the shared directory)' % path)
+        path = FIXTURES / name
+        assert path.is_file(), 'fixture %s is missing from the checkout' % path
         return path.read_text()
     return read
 

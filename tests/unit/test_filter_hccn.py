@@ -149,6 +149,13 @@ def test_failure_message_from_compare_tls_and_option_prefix():
     assert 'device 1 tls: tls switch 1, but the other devices/nodes have 0' in msg
     assert '[reproduce: hccn_tool -i 1 -tls -g | grep switch]' in msg
     assert 'set preflight_strict_link: false' in msg
+    fault = {'device': 4, 'check': 'net_health', 'status': 'unhealthy', 'seen': 'net health status: Fault',
+             'command': 'hccn_tool -i 4 -net_health -g'}
+    msg = hccn_failure_message([fault], node='d1', option_prefix='preflight_')
+    assert msg.startswith('d1: 1 NPU network check(s) failed on 1 device(s) [4]: device 4 net_health: '
+                          'net health status: Fault [reproduce: hccn_tool -i 4 -net_health -g]')
+    assert 'set preflight_strict_net_health: false to make this advisory' in msg
+    assert 'strict_net_health=false' not in msg
     assert hccn_failure_message(failures, hints=False).startswith('1 NPU network check(s) failed on 1 device(s) [1]: ')
     assert 'What to do' not in hccn_failure_message(failures, hints=False)
 

@@ -20,11 +20,12 @@ NODES = {n: testinfra.get_host("docker://a3sim-%s" % n) for n in NAMES}
 CLUSTER = str(ROOT / "sim" / "cluster.sh")
 
 
-def preflight(**env):
+def preflight(*args, **env):
     """(rc, output with every run of whitespace made one space: the callback folds long lines). Runs with the
-    checkout's ansible.cfg, as an operator does (molecule points ANSIBLE_CONFIG at its own)."""
+    checkout's ansible.cfg, as an operator does (molecule points ANSIBLE_CONFIG at its own); ``args`` are
+    extra ansible-playbook arguments (e.g. -e)."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", **env)
-    proc = subprocess.run(["ansible-playbook", "-i", "inventories/sim", "playbooks/preflight.yml"], cwd=ROOT,
+    proc = subprocess.run(["ansible-playbook", "-i", "inventories/sim", "playbooks/preflight.yml", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=600, env=env, check=False)
     out = proc.stdout + proc.stderr
     changed = {h: int(c) for h, c in re.findall(r"^(\w+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M)}
@@ -57,6 +58,11 @@ FAULTS = [
     ("d1", {"tls_switch": {"4": 1}},
      r"d1 \[hccn\] 1 NPU network check\(s\) failed on 1 device\(s\) \[4\]: device 4 tls: tls switch 1, but the other "
      r"devices/nodes have 0 .*?\[reproduce: /\S*/hccn_tool -i 4 -tls -g \| grep switch\]"),
+    # issue 13: a chip whose net health is Fault fails the preflight by default (it was advisory before)
+    ("p0", {"net_health": {"9": "Fault"}},
+     r"p0 \[hccn\] 1 NPU network check\(s\) failed on 1 device\(s\) \[9\]: device 9 net_health: net health status: "
+     r"Fault \[reproduce: /\S*/hccn_tool -i 9 -net_health -g\]\. What to do: net_health: only Success and Init are healthy"
+     r".*?set preflight_strict_net_health: false to make this advisory"),
 ]
 
 
@@ -82,6 +88,31 @@ def test_hccs_ping_unsupported_is_a_warning_not_a_failure():
     assert re.search(r"d1 \[hccn\] hccs_ping unsupported on device\(s\) 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 \(advisory",
                      out), out[-4000:]
     assert not re.search(r"d1 \[hccn\] \d+ NPU network check", out)
+
+
+def test_net_health_init_passes_and_a_fault_is_advisory_when_not_strict():
+    # Init on every chip of d0 (what healthy HCCS-connected A3 chips read): no failure, no advisory
+    fault("d0", {"net_health": {str(d): "Init" for d in range(16)}})
+    try:
+        rc, out = preflight()
+    finally:
+        fault("d0", "clear")
+    assert rc == 0, out[-4000:]
+    assert "net_health unhealthy" not in out and "net_health: net health status" not in out, out[-4000:]
+    assert all("%s: OK" % name in out for name in NAMES), out[-4000:]
+    # preflight_strict_net_health false: the same Fault as in FAULTS is an advisory, the run passes
+    fault("p0", {"net_health": {"9": "Fault"}})
+    try:
+        rc, out = preflight("-e", '{"preflight_strict_net_health": false}')
+    finally:
+        fault("p0", "clear")
+    assert rc == 0, out[-4000:]
+    assert re.search(r"p0 \[hccn\] net_health unhealthy on device\(s\) 9 \(advisory; e\.g\. \S*hccn_tool -i 9 -net_health -g "
+                     r"-> net health status: Fault\): advisory only because preflight_strict_net_health is false", out), \
+        out[-4000:]
+    assert not re.search(r"p0 \[hccn\] \d+ NPU network check", out)
+    for name in NAMES:
+        assert "%s: OK" % name in out, (name, out[-4000:])
 
 
 def test_missing_hccn_conf_is_named():

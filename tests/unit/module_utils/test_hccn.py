@@ -11,6 +11,8 @@ import pytest
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._hccn import (
     CHECKS,
+    NET_HEALTH_OK,
+    NET_HEALTH_VALUES,
     ToolTimeout,
     build_argv,
     compare_tls,
@@ -142,7 +144,7 @@ def test_link_fixtures(fixture_text):
 def test_net_health_fixtures(fixture_text):
     assert parse_net_health(fixture_text('hccn_net_health_success.txt'))['status'] == 'ok'
     init = parse_net_health(fixture_text('hccn_net_health_init.txt'))
-    assert (init['status'], init['value']) == ('unhealthy', 'Init')
+    assert (init['status'], init['value']) == ('ok', 'Init')  # healthy HCCS-connected A3 chips read Init
 
 
 def test_tls_fixture_two_devices(fixture_text):
@@ -187,10 +189,35 @@ def test_unsupported_and_busy_on_any_query():
         assert parser('', 1, BUSY)['status'] == 'busy'
 
 
-@pytest.mark.parametrize('value', ['Socket fail', 'Receive timeout', 'Unreachable', 'Fault', 'Detect ip set'])
-def test_net_health_other_values(value):
+@pytest.mark.parametrize('value', ['Socket fail', 'Receive timeout', 'Unreachable', 'Time exceeded', 'Fault',
+                                   'Thread error', 'Detect ip set', 'Unknown', 'Degraded', 'Successful', 'Init 2'])
+def test_net_health_bad_states_are_unhealthy(value):
+    # every state but Success and Init, the documented ones and ones never seen, is unhealthy
     rec = parse_net_health('net health status: %s\n' % value)
     assert (rec['status'], rec['value']) == ('unhealthy', value)
+
+
+@pytest.mark.parametrize('text,value', [('net health status: Success\n', 'Success'),
+                                        ('net health status: Init\n', 'Init'),
+                                        ('  net health status :   SUCCESS  \n', 'SUCCESS'),
+                                        ('\nnet health status: init\n\n', 'init')])
+def test_net_health_success_and_init_are_healthy_in_any_case(text, value):
+    rec = parse_net_health(text)
+    assert (rec['status'], rec['value']) == ('ok', value)
+
+
+def test_net_health_states_known_and_healthy_ones():
+    assert NET_HEALTH_OK == ('Success', 'Init')
+    assert set(NET_HEALTH_OK) < set(NET_HEALTH_VALUES)
+    assert [v for v in NET_HEALTH_VALUES if parse_net_health('net health status: %s' % v)['status'] == 'ok'] == \
+        ['Success', 'Init']
+
+
+def test_net_health_without_a_state_line_is_an_error():
+    rec = parse_net_health('', rc=255, stderr='dsmi get net health failed\n')
+    assert rec['status'] == 'error' and rec['value'] is None
+    assert "no 'net health status' line (rc=255: dsmi get net health failed)" == rec['error']
+    assert parse_net_health('net health status:\n')['status'] == 'error'
 
 
 def test_tls_device_prefix_variant_and_missing():
@@ -281,11 +308,14 @@ def test_healthy_node_without_peers():
 
 def test_failures_name_device_check_seen_and_command():
     peers = {d: ['127.31.1.%d' % (d + 1)] for d in range(16)}
-    node = FakeNode(vnic_down=[5], no_vnic_ip=[6], link_down=[2], net_health={4: 'Init'}, no_ip=[1],
+    node = FakeNode(vnic_down=[5], no_vnic_ip=[6], link_down=[2], net_health={4: 'Init', 8: 'Fault'}, no_ip=[1],
                     ping_fail={(7, '127.31.1.8'): [True, False, True]})
     report = run_checks(range(16), node, peers, 3, dict(FAST, tool='/opt/hccn_tool'))
     fails = dict(((f['device'], f['check']), f) for f in report['failures'])
-    assert sorted(fails) == [(5, 'vnic'), (6, 'vnic'), (7, 'hccs_ping')]
+    assert sorted(fails) == [(5, 'vnic'), (6, 'vnic'), (7, 'hccs_ping'), (8, 'net_health')]
+    assert dict(fails[(8, 'net_health')]) == {'device': 8, 'check': 'net_health', 'status': 'unhealthy',
+                                              'seen': 'net health status: Fault',
+                                              'command': '/opt/hccn_tool -i 8 -net_health -g'}
     assert fails[(5, 'vnic')]['seen'].startswith('vnic link status DOWN')
     assert fails[(5, 'vnic')]['command'] == '/opt/hccn_tool -i 5 -vnic -g'
     assert 'no usable ipaddr' in fails[(6, 'vnic')]['seen']
@@ -293,26 +323,56 @@ def test_failures_name_device_check_seen_and_command():
     assert ping['peer'] == '127.31.1.8' and '2 of 3 packets received' in ping['seen']
     assert ping['command'] == '/opt/hccn_tool -i 7 -hccs_ping -g address 127.31.1.8 cnt 3'
     warns = sorted((w['device'], w['check'], w['status']) for w in report['warnings'])
-    assert warns == [(1, 'ip', 'unset'), (2, 'link', 'down'), (4, 'net_health', 'unhealthy')]
+    assert warns == [(1, 'ip', 'unset'), (2, 'link', 'down')]  # device 4 reads Init: healthy
     assert report['vnic_ips'][5] is None and report['vnic_ips'][6] is None
-    assert report['summary']['failed_devices'] == [5, 6, 7]
-    assert report['summary']['ok_devices'] == 13
+    assert report['summary']['failed_devices'] == [5, 6, 7, 8]
+    assert report['summary']['ok_devices'] == 12
+    assert report['summary']['by_check']['net_health'] == {'ok': 15, 'unhealthy': 1}
     assert report['summary']['by_check']['hccs_ping'] == {'ok': 15, 'loss': 1}
 
     msg = failure_message(report['failures'])
-    for dev, cmd in ((5, '-vnic -g'), (6, '-vnic -g'), (7, '-hccs_ping -g address 127.31.1.8 cnt 3')):
+    for dev, cmd in ((5, '-vnic -g'), (6, '-vnic -g'), (7, '-hccs_ping -g address 127.31.1.8 cnt 3'),
+                     (8, '-net_health -g')):
         assert 'device %d' % dev in msg and cmd in msg
-    assert msg.startswith('3 NPU network check(s) failed')
-    assert 'What to do' in msg
+    assert msg.startswith('4 NPU network check(s) failed')
+    assert 'device 8 net_health: net health status: Fault [reproduce: /opt/hccn_tool -i 8 -net_health -g]' in msg
+    assert 'What to do' in msg and 'net_health: only Success and Init are healthy' in msg
+    assert 'set strict_net_health=false to make this advisory' in msg
     lines = summarize_warnings(report['warnings'])
-    assert len(lines) == 3 and any('link down on device(s) 2' in l for l in lines)
+    assert len(lines) == 2 and any('link down on device(s) 2' in l for l in lines)
 
 
-def test_strict_link_and_net_health_turn_warnings_into_failures():
+def test_net_health_fails_by_default_and_strict_net_health_false_makes_it_advisory():
+    node = FakeNode(link_down=[2], net_health={3: 'Init', 4: 'Fault', 5: 'Receive timeout'})
+    default = run_checks(range(8), node, {}, 3, FAST)
+    assert sorted((f['device'], f['check'], f['seen']) for f in default['failures']) == [
+        (4, 'net_health', 'net health status: Fault'), (5, 'net_health', 'net health status: Receive timeout')]
+    assert [(w['device'], w['check']) for w in default['warnings']] == [(2, 'link')]
+    explicit = run_checks(range(8), node, {}, 3, dict(FAST, strict_net_health=True))
+    assert explicit['failures'] == default['failures']
+    advisory = run_checks(range(8), node, {}, 3, dict(FAST, strict_net_health=False))
+    assert advisory['failures'] == []
+    assert sorted((w['device'], w['check'], w['status']) for w in advisory['warnings']) == [
+        (2, 'link', 'down'), (4, 'net_health', 'unhealthy'), (5, 'net_health', 'unhealthy')]
+
+
+def test_strict_link_turns_the_link_warning_into_a_failure():
     node = FakeNode(link_down=[2], net_health={4: 'Init'})
-    report = run_checks(range(8), node, {}, 3, dict(FAST, strict_link=True, strict_net_health=True))
-    assert sorted((f['device'], f['check']) for f in report['failures']) == [(2, 'link'), (4, 'net_health')]
+    report = run_checks(range(8), node, {}, 3, dict(FAST, strict_link=True))
+    assert sorted((f['device'], f['check']) for f in report['failures']) == [(2, 'link')]
     assert report['warnings'] == []
+
+
+def test_net_health_unreadable_fails_but_unsupported_warns():
+    def runner(argv, timeout):
+        device = int(argv[2])
+        if device == 0:
+            return 255, '', 'dsmi get net health failed\n'
+        return 1, '', UNSUPPORTED
+    report = run_checks([0, 1], runner, {}, 3, dict(FAST, checks=['net_health']))
+    assert [(f['device'], f['status']) for f in report['failures']] == [(0, 'error')]
+    assert 'dsmi get net health failed' in report['failures'][0]['seen']
+    assert [(w['device'], w['status']) for w in report['warnings']] == [(1, 'unsupported')]
 
 
 def test_hccs_ping_unsupported_is_a_warning():
@@ -343,7 +403,8 @@ def test_subprocess_timeout_expired_is_handled_too():
 def test_missing_binary_via_runner():
     node = FakeNode(missing=True)
     report = run_checks([0, 1], node, {}, 3, dict(FAST, tool='/nope/hccn_tool'))
-    assert {f['check'] for f in report['failures']} == {'vnic', 'tls'}
+    # net_health cannot be read either: unhealthy, like a vNIC or TLS that cannot be read
+    assert {f['check'] for f in report['failures']} == {'vnic', 'net_health', 'tls'}
     assert all(f['status'] == 'error' for f in report['failures'])
     assert 'cannot run /nope/hccn_tool' in report['failures'][0]['seen']
 
@@ -524,7 +585,7 @@ if cmd == '-vnic':
 elif cmd == '-link':
     print('link status: %s' % ('DOWN' if dev in faults.get('link_down', []) else 'UP'))
 elif cmd == '-net_health':
-    print('net health status: Success')
+    print('net health status: %s' % faults.get('net_health', {}).get(str(dev), 'Success'))
 elif cmd == '-tls':
     print('dev_id:%d, tls switch[0](0:disable, 1:enable), tls preconfigured[1](0:non-preset, 1:preset), '
           'tls alarm time threshold[60]days' % dev)
@@ -599,3 +660,27 @@ def test_unexpected_runner_error_becomes_a_result():
     assert [(f['check'], f['status']) for f in report['failures']] == [('vnic', 'error')]
     assert 'RuntimeError: boom' in report['failures'][0]['seen']
     assert report['warnings'][0]['check'] == 'link'
+
+
+def test_module_fails_on_a_fault_chip_by_default_and_warns_when_not_strict(run_module, fake_tool, monkeypatch):
+    monkeypatch.setenv('FAKE_HCCN_FAULTS', '{"net_health": {"1": "Init", "2": "Fault"}}')
+    tool = fake_tool('hccn_tool', FAKE_HCCN_TOOL)
+    args = {'devices': [0, 1, 2, 3], 'hccn_tool_path': tool, 'checks': ['vnic', 'net_health']}
+    result = run_module('hccn_check', args)
+    assert result['failed'] is True
+    assert result['msg'].startswith('1 NPU network check(s) failed on this node: device 2 net_health: '
+                                    'net health status: Fault [reproduce: %s -i 2 -net_health -g]' % tool)
+    assert 'set strict_net_health=false' in result['msg']
+    assert result['summary']['failed_devices'] == [2]
+    assert result['summary']['by_check']['net_health'] == {'ok': 3, 'unhealthy': 1}
+    result = run_module('hccn_check', dict(args, strict_net_health=False))
+    assert not result.get('failed'), result.get('msg')
+    assert [(w['device'], w['check'], w['seen']) for w in result['check_warnings']] == [
+        (2, 'net_health', 'net health status: Fault')]
+    assert any('net_health unhealthy on device(s) 2' in w for w in result['warnings'])
+
+
+def test_module_default_for_strict_net_health_is_true(module_spec):
+    docs, spec, _kwargs = module_spec('hccn_check')
+    assert spec['strict_net_health'] == {'type': 'bool', 'default': True}
+    assert docs['DOCUMENTATION']['options']['strict_net_health']['default'] is True

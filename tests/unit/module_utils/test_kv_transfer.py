@@ -1,0 +1,187 @@
+# -*- coding: utf-8 -*-
+"""plugins/module_utils/_kv_transfer.py: the --kv-transfer-config of one engine instance (pure)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.ascend.vllm_pd.plugins.module_utils import _kv_transfer as K
+
+MOONCAKE = {"prefill": {"dp_size": 2, "tp_size": 16}, "decode": {"dp_size": 2, "tp_size": 16}}
+
+# The seed's prefill dp0 and decode dp1 configs, as the golden render writes them (tests/golden/a3).
+SEED_PREFILL_DP0 = (
+    '{"kv_connector":"MultiConnector","kv_role":"kv_producer","engine_id":"0","kv_connector_extra_config":'
+    '{"connectors":[{"kv_connector":"MooncakeConnectorV1","kv_role":"kv_producer","kv_port":"30000",'
+    '"kv_connector_module_path":"vllm_ascend.distributed.mooncake_connector","kv_connector_extra_config":'
+    '{"use_ascend_direct":true,"prefill":{"dp_size":2,"tp_size":16},"decode":{"dp_size":2,"tp_size":16}}},'
+    '{"kv_connector":"AscendStoreConnector","kv_role":"kv_producer","kv_connector_extra_config":'
+    '{"lookup_rpc_port":"0","backend":"yuanrong"}}]}}')
+SEED_DECODE_DP1 = (
+    '{"kv_connector":"MultiConnector","kv_role":"kv_consumer","kv_connector_extra_config":'
+    '{"connectors":[{"kv_connector":"MooncakeConnectorV1","kv_role":"kv_consumer","kv_port":"30100",'
+    '"kv_connector_module_path":"vllm_ascend.distributed.mooncake_connector","kv_connector_extra_config":'
+    '{"use_ascend_direct":true,"prefill":{"dp_size":2,"tp_size":16},"decode":{"dp_size":2,"tp_size":16}}},'
+    '{"kv_connector":"AscendStoreConnector","kv_role":"kv_consumer","kv_connector_extra_config":'
+    '{"lookup_rpc_port":"1","backend":"yuanrong"}}]}}')
+MODULE_PATH = "vllm_ascend.distributed.mooncake_connector"
+
+
+def seed_like(side, kv_port, lookup, engine_id=None):
+    return K.build(side, kv_port, MOONCAKE, lookup, 2, 16, engine_id=engine_id,
+                   mooncake_extra={"use_ascend_direct": True}, mooncake_module_path=MODULE_PATH)
+
+
+def test_prefill_and_decode_reproduce_the_seed_text_exactly():
+    assert K.to_json(seed_like("prefill", 30000, 0, engine_id=0)) == SEED_PREFILL_DP0
+    assert K.to_json(seed_like("decode", 30100, "1")) == SEED_DECODE_DP1
+
+
+def test_minimal_config_shape_and_roles():
+    prefill = K.build("prefill", 30000, MOONCAKE, 0, 2, 16)
+    assert prefill == {
+        "kv_connector": "MultiConnector", "kv_role": "kv_producer",
+        "kv_connector_extra_config": {"connectors": [
+            {"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_producer", "kv_port": "30000",
+             "kv_connector_extra_config": {"prefill": {"dp_size": 2, "tp_size": 16},
+                                           "decode": {"dp_size": 2, "tp_size": 16}}},
+            {"kv_connector": "AscendStoreConnector", "kv_role": "kv_producer",
+             "kv_connector_extra_config": {"lookup_rpc_port": "0", "backend": "yuanrong"}},
+        ]},
+    }
+    decode = K.build("decode", 30100, MOONCAKE, 3, 2, 16)
+    assert [decode["kv_role"]] + [c["kv_role"] for c in decode["kv_connector_extra_config"]["connectors"]] == \
+        ["kv_consumer"] * 3
+    # key order is part of the output (to_json keeps it): engine_id before the connectors
+    assert list(K.build("prefill", 30000, MOONCAKE, 0, 2, 16, engine_id="p")) == \
+        ["kv_connector", "kv_role", "engine_id", "kv_connector_extra_config"]
+
+
+def test_ports_and_engine_id_are_strings_and_engine_id_none_is_omitted():
+    cfg = K.build("prefill", 30000, MOONCAKE, 7, 2, 16, engine_id=0)
+    assert cfg["engine_id"] == "0"
+    mc, store = cfg["kv_connector_extra_config"]["connectors"]
+    assert mc["kv_port"] == "30000" and store["kv_connector_extra_config"]["lookup_rpc_port"] == "7"
+    assert "engine_id" not in K.build("decode", 30100, MOONCAKE, 0, 2, 16, engine_id=None)
+    assert K.build("decode", 30100, MOONCAKE, 0, 2, 16, engine_id="")["engine_id"] == ""
+
+
+def test_module_path_only_when_set():
+    with_path = K.build("decode", 30100, MOONCAKE, 0, 2, 16, mooncake_module_path="x.y")
+    mc = with_path["kv_connector_extra_config"]["connectors"][0]
+    assert list(mc) == ["kv_connector", "kv_role", "kv_port", "kv_connector_module_path", "kv_connector_extra_config"]
+    assert mc["kv_connector_module_path"] == "x.y"
+    for empty in (None, ""):
+        mc = K.build("decode", 30100, MOONCAKE, 0, 2, 16, mooncake_module_path=empty)["kv_connector_extra_config"][
+            "connectors"][0]
+        assert "kv_connector_module_path" not in mc
+
+
+def test_extra_config_merge_and_backend_choice():
+    cfg = K.build("prefill", 30000, MOONCAKE, 0, 2, 16, pool_backend="mooncake",
+                  mooncake_extra={"use_ascend_direct": True, "timeout": 30},
+                  pool_extra={"load_async": True, "consumer_is_to_put": False},
+                  top_level_extra={"kv_load_failure_policy": "recompute"})
+    mc, store = cfg["kv_connector_extra_config"]["connectors"]
+    # the extras come first, the topology's blocks after them
+    assert list(mc["kv_connector_extra_config"]) == ["use_ascend_direct", "timeout", "prefill", "decode"]
+    assert store["kv_connector_extra_config"] == {"lookup_rpc_port": "0", "backend": "mooncake", "load_async": True,
+                                                  "consumer_is_to_put": False}
+    assert list(cfg) == ["kv_connector", "kv_role", "kv_load_failure_policy", "kv_connector_extra_config"]
+    assert cfg["kv_load_failure_policy"] == "recompute"
+
+
+def test_inputs_are_not_shared_with_the_output():
+    mooncake = {"prefill": {"dp_size": 2, "tp_size": 16}, "decode": {"dp_size": 2, "tp_size": 16}}
+    extra = {"use_ascend_direct": True}
+    cfg = K.build("prefill", 30000, mooncake, 0, 2, 16, mooncake_extra=extra)
+    mc_extra = cfg["kv_connector_extra_config"]["connectors"][0]["kv_connector_extra_config"]
+    mc_extra["prefill"]["tp_size"] = 1
+    mc_extra["new"] = 1
+    assert mooncake["prefill"]["tp_size"] == 16 and extra == {"use_ascend_direct": True}
+
+
+@pytest.mark.parametrize("name,extra,key", [
+    ("mooncake_extra", {"prefill": {"dp_size": 1, "tp_size": 1}}, "prefill"),
+    ("mooncake_extra", {"decode": {}}, "decode"),
+    ("pool_extra", {"lookup_rpc_port": "9"}, "lookup_rpc_port"),
+    ("pool_extra", {"backend": "memcache"}, "backend"),
+    ("top_level_extra", {"kv_role": "kv_both"}, "kv_role"),
+    ("top_level_extra", {"kv_connector": "MooncakeConnectorV1"}, "kv_connector"),
+    ("top_level_extra", {"engine_id": "9"}, "engine_id"),
+    ("top_level_extra", {"kv_connector_extra_config": {}}, "kv_connector_extra_config"),
+])
+def test_an_extra_may_not_replace_a_computed_key(name, extra, key):
+    # before: top_level_extra {kv_role: kv_both} silently gave a MultiConnector whose role differs from its
+    # connectors', pool_extra replaced the per-instance lookup_rpc_port, mooncake_extra's blocks were dropped
+    with pytest.raises(K.KvConfigError) as err:
+        K.build("prefill", 30000, MOONCAKE, 0, 2, 16, **{name: extra})
+    assert str(err.value) == "%s may not set %s (computed from the topology)" % (name, key)
+
+
+def test_side_must_be_prefill_or_decode():
+    with pytest.raises(K.KvConfigError, match=r"^side must be 'prefill' or 'decode', got 'both'$"):
+        K.build("both", 30000, MOONCAKE, 0, 2, 16)
+
+
+def test_own_dp_tp_must_match_the_mooncake_block():
+    with pytest.raises(K.KvConfigError) as err:
+        K.build("decode", 30100, MOONCAKE, 0, 4, 8)
+    assert str(err.value) == "mooncake.decode says dp 2 / tp 16 but this decode instance runs dp 4 / tp 8"
+
+
+def test_prefill_tp_below_decode_tp_is_refused():
+    mooncake = {"prefill": {"dp_size": 4, "tp_size": 8}, "decode": {"dp_size": 2, "tp_size": 16}}
+    assert K.check_mooncake(mooncake, "prefill", 4, 8) == [
+        "prefill tp_size 8 < decode tp_size 16: Mooncake requires prefill tp >= decode tp"]
+    mooncake = {"prefill": {"dp_size": 1, "tp_size": 16}, "decode": {"dp_size": 4, "tp_size": 4}}
+    assert K.check_mooncake(mooncake, "decode", 4, 4) == []
+
+
+@pytest.mark.parametrize("bad", [None, 0, -1, "2", 2.0, True])
+def test_block_sizes_must_be_positive_integers(bad):
+    mooncake = {"prefill": {"dp_size": bad, "tp_size": 16}, "decode": {"dp_size": 2, "tp_size": 16}}
+    assert K.check_mooncake(mooncake, "decode", 2, 16) == [
+        "mooncake.prefill.dp_size must be a positive integer, got %r" % (bad,)]
+
+
+def test_missing_blocks_are_reported_field_by_field():
+    assert K.check_mooncake({}, "prefill", 2, 16) == [
+        "mooncake.%s.%s must be a positive integer, got None" % (k, f)
+        for k in ("prefill", "decode") for f in ("dp_size", "tp_size")]
+
+
+def test_kv_port_range():
+    # dp 2 x tp 16: instance ports kv_port .. kv_port + 31, so 65504 is the highest base that fits
+    assert K.build("decode", 65504, MOONCAKE, 0, 2, 16)["kv_connector_extra_config"]["connectors"][0][
+        "kv_port"] == "65504"
+    assert K.build("decode", 1, MOONCAKE, 0, 2, 16)
+    for bad in (65505, 0, -5, "30000", None, True):
+        with pytest.raises(K.KvConfigError) as err:
+            K.build("decode", bad, MOONCAKE, 0, 2, 16)
+        assert str(err.value) == "kv_port %r is not a usable TCP port for 2 instances x tp 16" % (bad,)
+
+
+def test_every_error_in_one_message():
+    mooncake = {"prefill": {"dp_size": 2, "tp_size": 16}, "decode": {"dp_size": 2, "tp_size": 16}}
+    with pytest.raises(K.KvConfigError) as err:
+        K.build("prefill", 70000, mooncake, 0, 1, 16, top_level_extra={"kv_role": "x"})
+    assert str(err.value) == ("mooncake.prefill says dp 2 / tp 16 but this prefill instance runs dp 1 / tp 16; "
+                              "kv_port 70000 is not a usable TCP port for 1 instances x tp 16; "
+                              "top_level_extra may not set kv_role (computed from the topology)")
+
+
+def test_notes_flag_a_pool_backend_v0180_lacks():
+    assert K.notes(K.build("prefill", 30000, MOONCAKE, 0, 2, 16)) == [
+        "pool backend 'yuanrong' is not in vllm-ascend v0.18.0 (only mooncake, memcache): the yuanrong backend "
+        "patch must be applied (role patches)"]
+    for backend in ("mooncake", "memcache"):
+        assert K.notes(K.build("prefill", 30000, MOONCAKE, 0, 2, 16, pool_backend=backend)) == []
+
+
+def test_to_json_is_compact_and_round_trips():
+    cfg = seed_like("prefill", 30000, 0, engine_id="0")
+    text = K.to_json(cfg)
+    assert " " not in text and json.loads(text) == cfg
+    assert K.to_json({"a": "ü"}) == '{"a":"\\u00fc"}'

@@ -1,0 +1,206 @@
+# -*- coding: utf-8 -*-
+"""plugins/module_utils/_render.py: vllm serve flags, shell quoting and the process list of the render plan.
+
+The quoting tests run the quoted text through a real shell: what bash makes of the rendered line must be
+what the render plan (expand / engine_processes) says will run."""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+
+import pytest
+
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
+    engine_processes, expand, launcher_argv, serve_flag_pairs, serve_lines, shell_dq)
+
+
+def bash(script, env=None):
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
+                          env=env or {"PATH": "/usr/bin:/bin"}).stdout
+
+
+def bash_dq(value, variables):
+    """What bash makes of `export X="<shell_dq(value)>"` after the given shell variables are set."""
+    assigns = "".join("%s=%s\n" % (k, shlex.quote(v)) for k, v in variables.items() if not k.isdigit())
+    positional = [variables[str(i)] for i in range(1, 10) if str(i) in variables]
+    args = " ".join(shlex.quote(p) for p in positional)
+    return bash('%sset -- %s\nexport X="%s"\nprintf %%s "$X"' % (assigns, args, shell_dq(value)))
+
+
+# --------------------------------------------------------------------------
+# serve flags
+# --------------------------------------------------------------------------
+
+FLAGS = {
+    "enable-expert-parallel": True,
+    "enforce-eager": False,
+    "quantization": None,
+    "seed": 1024,
+    "gpu-memory-utilization": 0.95,
+    "max-num-seqs": 0,
+    "served-model-name": "glm-5.1",
+    "speculative-config": {"num_speculative_tokens": 3, "method": "deepseek_mtp"},
+    "allowed-local-media-path": ["/data/a b", "/x"],
+    "chat-template": "{{ it's }} $HOME",
+}
+
+
+def test_serve_flag_pairs_types():
+    assert serve_flag_pairs(FLAGS) == [
+        ["--enable-expert-parallel", None],
+        ["--seed", "1024"],
+        ["--gpu-memory-utilization", "0.95"],
+        ["--max-num-seqs", "0"],  # 0 is a value, not false
+        ["--served-model-name", "glm-5.1"],
+        ["--speculative-config", '{"num_speculative_tokens": 3, "method": "deepseek_mtp"}'],
+        ["--allowed-local-media-path", '["/data/a b", "/x"]'],
+        ["--chat-template", "{{ it's }} $HOME"],
+    ]
+    assert serve_flag_pairs(None) == [] and serve_flag_pairs({}) == []
+
+
+def test_serve_lines_are_single_quoted_literals():
+    assert serve_lines(FLAGS) == [
+        "--enable-expert-parallel",
+        "--seed 1024",
+        "--gpu-memory-utilization 0.95",
+        "--max-num-seqs 0",
+        "--served-model-name glm-5.1",
+        "--speculative-config '{\"num_speculative_tokens\": 3, \"method\": \"deepseek_mtp\"}'",
+        "--allowed-local-media-path '[\"/data/a b\", \"/x\"]'",
+        "--chat-template '{{ it'\"'\"'s }} $HOME'",
+    ]
+
+
+def test_serve_lines_reach_vllm_as_the_plan_says():
+    # the rendered lines in a shell give exactly engine_processes' argv tail: JSON intact, $HOME not expanded
+    line = " ".join(serve_lines(FLAGS))
+    out = bash('for a in %s; do printf "%%s\\n" "$a"; done' % line, env={"HOME": "/root", "PATH": "/usr/bin:/bin"})
+    expected = [tok for pair in serve_flag_pairs(FLAGS) for tok in pair if tok is not None]
+    assert out.split("\n")[:-1] == expected
+    assert json.loads(expected[expected.index("--speculative-config") + 1])["method"] == "deepseek_mtp"
+
+
+# --------------------------------------------------------------------------
+# shell_dq and expand
+# --------------------------------------------------------------------------
+
+VARS = {"local_ip": "10.0.0.11", "nic_name": "enp1s0", "LD_LIBRARY_PATH": "/usr/lib", "1": "0,1,2", "4": "1"}
+
+
+@pytest.mark.parametrize("value,escaped", [
+    ("plain", "plain"),
+    ("$local_ip", "$local_ip"),
+    ("${local_ip}:18481", "${local_ip}:18481"),
+    ("$LD_LIBRARY_PATH:/usr/local/lib", "$LD_LIBRARY_PATH:/usr/local/lib"),
+    ("$1", "$1"),
+    ('say "hi"', 'say \\"hi\\"'),
+    ("a\\b", "a\\\\b"),
+    ("`id`", "\\`id\\`"),
+    ("$(id)", "\\$(id)"),
+    ("$((1+2))", "\\$((1+2))"),
+    ("${X:-default}", "\\${X:-default}"),
+    ("$$ $? $# $@ $*", "\\$\\$ \\$? \\$# \\$@ \\$*"),
+    ("cost 5$", "cost 5\\$"),
+    ("it's", "it's"),
+    ("a b\tc", "a b\tc"),
+])
+def test_shell_dq_escapes(value, escaped):
+    assert shell_dq(value) == escaped
+
+
+@pytest.mark.parametrize("value", [
+    "plain", "$local_ip", "${local_ip}:18481", "$LD_LIBRARY_PATH:/usr/local/lib", "$1", "dev$1x", "$12",
+    'say "hi"', "a\\b", "a\\$local_ip", "`id`", "$(id)", "$((1+2))", "${X:-default}", "$$ $? $# $@ $* $-",
+    "cost 5$", "it's", "$unknown_var", "${unknown}", '{"a": "$local_ip", "b": [1, 2]}', "100%", "a\nb",
+])
+def test_shell_dq_in_bash_gives_what_expand_says(value):
+    # bugs before: "$(id)" ran id, "$$" gave a PID, "${X:-default}" gave "default", "$12" was read as
+    # a variable named 12 by expand(): the script and the render plan disagreed
+    variables = dict(VARS, unknown_var="", unknown="")
+    expected = expand(value, VARS)
+    if "$unknown_var" in value or "${unknown}" in value:
+        # a name the render does not know stays literal in the plan; the shell gives its value (empty here)
+        expected = expected.replace("$unknown_var", "").replace("${unknown}", "")
+    assert bash_dq(value, variables) == expected
+
+
+def test_expand():
+    v = {"local_ip": "10.0.0.11", "1": "0,1", "nic_name": "eth0"}
+    assert expand("$local_ip", v) == "10.0.0.11"
+    assert expand("${local_ip}:18481", v) == "10.0.0.11:18481"
+    assert expand("$nic_name,$nic_name", v) == "eth0,eth0"
+    assert expand("$1", v) == "0,1"
+    assert expand("$12", v) == "0,12"  # as in sh: $1 then "2"
+    assert expand("${1}2", v) == "0,12"
+    assert expand("$local_ipx", v) == "$local_ipx"  # another name, unknown: left as it is
+    assert expand("$HOME/$local_ip", v) == "$HOME/10.0.0.11"
+    assert expand("$(cmd) ${X:-y} $$", v) == "$(cmd) ${X:-y} $$"
+    assert expand(1024, v) == "1024"
+
+
+# --------------------------------------------------------------------------
+# launcher_argv and engine_processes
+# --------------------------------------------------------------------------
+
+ME = {
+    "dp_size": 2, "tp_size": 16, "dp_size_local": 1, "dp_rank_start": 1, "dp_address": "10.0.0.11",
+    "dp_rpc_port": 10521, "vllm_start_port": 6700, "nic_name": "enp1s0", "business_ip": "10.0.0.12",
+    "instances": [{"dp_rank": 1, "devices": list(range(16)), "api_port": 6700}],
+}
+
+
+def test_launcher_argv_is_the_seed_line():
+    assert launcher_argv("python", ME) == [
+        "python", "launch_online_dp.py", "--dp-size", "2", "--tp-size", "16", "--dp-size-local", "1",
+        "--dp-rank-start", "1", "--dp-address", "10.0.0.11", "--dp-rpc-port", "10521", "--vllm-start-port", "6700"]
+
+
+def test_launcher_argv_missing_key_raises():
+    me = dict(ME)
+    del me["dp_rpc_port"]
+    with pytest.raises(KeyError, match="dp_rpc_port"):
+        launcher_argv("python", me)
+
+
+def test_engine_processes_expand_the_script_as_bash_would():
+    env = {"HCCL_IF_IP": "$local_ip", "GLOO_SOCKET_IFNAME": "$nic_name", "ASCEND_RT_VISIBLE_DEVICES": "$1",
+           "LD_LIBRARY_PATH": "$LD_LIBRARY_PATH:/usr/local/lib", "DS_WORKER_ADDR": "${local_ip}:18481",
+           "A": "x", "B": "$A-y", "GOOGLE_LOGTOSTDERR": "1", "LITERAL": "$(id)"}
+    procs = engine_processes(ME, env, {"enforce-eager": True, "seed": 1024, "quantization": None},
+                             {1: '{"kv_role":"kv_consumer"}'}, "/data/GLM-5.1-w8a8", "0.0.0.0", "10.0.0.12:18481",
+                             unset=["GOOGLE_LOGTOSTDERR", "NOT_SET"], base_env={"LD_LIBRARY_PATH": "/usr/lib"})
+    assert procs == [{
+        "name": "vllm serve (dp rank 1)",
+        "argv": ["vllm", "serve", "/data/GLM-5.1-w8a8", "--host", "0.0.0.0", "--port", "6700",
+                 "--data-parallel-size", "2", "--data-parallel-rank", "1", "--data-parallel-address", "10.0.0.11",
+                 "--data-parallel-rpc-port", "10521", "--tensor-parallel-size", "16", "--enforce-eager",
+                 "--seed", "1024", "--kv-transfer-config", '{"kv_role":"kv_consumer"}'],
+        "env": {"A": "x", "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", "B": "x-y",
+                "DS_WORKER_ADDR": "10.0.0.12:18481", "GLOO_SOCKET_IFNAME": "enp1s0", "HCCL_IF_IP": "10.0.0.12",
+                "LD_LIBRARY_PATH": "/usr/lib:/usr/local/lib", "LITERAL": "$(id)"},
+        "started_by": "launch_online_dp.py",
+    }]
+    assert list(procs[0]["env"]) == sorted(procs[0]["env"])
+    # the same exports through shell_dq in bash (with run_dp_template.sh's header and positional args)
+    script = ["nic_name=enp1s0", "local_ip=10.0.0.12", "ds_worker_addr=10.0.0.12:18481",
+              "set -- 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 6700 2 1 10.0.0.11 10521 16"]
+    script += ['export %s="%s"' % (k, shell_dq(v)) for k, v in env.items()]
+    script += ["unset GOOGLE_LOGTOSTDERR NOT_SET"]
+    script += ['printf "%%s=%%s\\n" %s' % " ".join('%s "$%s"' % (k, k) for k in sorted(procs[0]["env"]))]
+    out = bash("\n".join(script), env={"LD_LIBRARY_PATH": "/usr/lib", "PATH": "/usr/bin:/bin"})
+    assert dict(line.split("=", 1) for line in out.splitlines()) == procs[0]["env"]
+
+
+def test_engine_processes_one_per_instance_with_its_own_kv_json():
+    me = dict(ME, dp_size_local=2, dp_rank_start=0, tp_size=8,
+              instances=[{"dp_rank": 0, "devices": [0, 1], "api_port": 6700},
+                         {"dp_rank": 1, "devices": [2, 3], "api_port": 6701}])
+    procs = engine_processes(me, {"D": "$1@$2#$4"}, {}, {0: "kv0", 1: "kv1"}, "/m", "::", "w")
+    assert [p["name"] for p in procs] == ["vllm serve (dp rank 0)", "vllm serve (dp rank 1)"]
+    assert [p["env"]["D"] for p in procs] == ["0,1@6700#0", "2,3@6701#1"]
+    assert [p["argv"][-1] for p in procs] == ["kv0", "kv1"]
+    assert [p["argv"][p["argv"].index("--tensor-parallel-size") + 1] for p in procs] == ["8", "8"]
+    with pytest.raises(KeyError):
+        engine_processes(me, {}, {}, {0: "kv0"}, "/m", "::", "w")  # no kv config for dp rank 1
