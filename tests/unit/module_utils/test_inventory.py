@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+"""_inventory.from_hostvars: what a host sets wins, else the collection's role default, else None."""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from ansible_collections.ascend.vllm_pd.plugins.module_utils import _inventory as I
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import HOST_KEYS, derive
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
+
+GROUPS = {"prefill": ["p0", "p1"], "decode": ["d0", "d1"], "ungrouped": ["localhost"]}
+
+
+def hosts_alone():
+    """An inventory of hosts alone: hostvars hold the business IP and NIC, nothing else."""
+    ips = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}
+    return {h: {"a3_business_ip": ip, "a3_nic_name": "bond0"} for h, ip in ips.items()}
+
+
+def test_a_value_the_host_sets_wins_over_the_default():
+    hv = hosts_alone()
+    hv["d1"]["vllm_api_port"] = 7000
+    inv = I.from_hostvars(hv, GROUPS, {"vllm_api_port": 6700})
+    assert inv["hosts"]["d1"]["vllm_api_port"] == 7000
+    assert inv["hosts"]["d0"]["vllm_api_port"] == 6700
+
+
+def test_without_defaults_an_unset_key_reads_none():
+    inv = I.from_hostvars(hosts_alone(), GROUPS)
+    assert inv["hosts"]["p0"]["vllm_api_port"] is None
+    assert set(inv["hosts"]["p0"]) == set(HOST_KEYS)
+
+
+def test_only_prefill_and_decode_hosts_in_group_order():
+    inv = I.from_hostvars(hosts_alone(), GROUPS, {})
+    assert inv["groups"] == {"prefill": ["p0", "p1"], "decode": ["d0", "d1"]}
+    assert list(inv["hosts"]) == ["p0", "p1", "d0", "d1"]
+
+
+def test_missing_group_reads_as_empty():
+    inv = I.from_hostvars(hosts_alone(), {"prefill": ["p0"]}, {})
+    assert inv["groups"] == {"prefill": ["p0"], "decode": []}
+
+
+def test_wrapper_types_become_plain():
+    class Text(str):
+        pass
+
+    hv = hosts_alone()
+    hv["p0"]["a3_nic_name"] = Text("bond1")
+    hv["p0"]["vllm_dp_size_local"] = True   # a bool stays a bool (validation rejects it by type)
+    inv = I.from_hostvars(hv, GROUPS, {"vllm_env_common": OrderedDict(A=Text("1"))}, keys=("a3_nic_name",
+                                                                                        "vllm_dp_size_local",
+                                                                                        "vllm_env_common"))
+    p0 = inv["hosts"]["p0"]
+    assert type(p0["a3_nic_name"]) is str and p0["a3_nic_name"] == "bond1"
+    assert p0["vllm_dp_size_local"] is True
+    assert type(p0["vllm_env_common"]) is dict and type(p0["vllm_env_common"]["A"]) is str
+
+
+def test_the_collection_defaults_make_a_hosts_only_inventory_derive_the_seed_topology():
+    topo = derive(I.from_hostvars(hosts_alone(), GROUPS, role_defaults()))
+    p0, d1 = topo["hosts"]["p0"], topo["hosts"]["d1"]
+    # the seed: dp 2 per side, DP masters P0 and D0, etcd and proxy on P0, tp 16, kv ports 30000/30100 + rank x 16
+    assert topo["etcd_host"] == "p0" and topo["proxy_host"] == "p0"
+    assert p0["dp_size"] == 2 and d1["dp_rank_start"] == 1 and d1["dp_address"] == "192.0.2.13"
+    assert [i["kv_ports"][0] for i in d1["instances"]] == [30116]
+    assert [i["api_port"] for i in p0["instances"]] == [6700]
+
+
+def test_role_defaults_ship_every_host_key_but_the_per_host_ones():
+    defaults = role_defaults()
+    per_host = {"a3_business_ip", "a3_nic_name", "vllm_dp_address"}
+    assert sorted(k for k in HOST_KEYS if k not in defaults) == sorted(per_host)
