@@ -4,6 +4,7 @@ Each test: break one thing, run the collection as an operator would, check the m
 and cause) or the recovery, then repair. Runs in file order; later tests rely on earlier repairs."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -52,6 +53,25 @@ ALL_WORKERS = sorted("%s:18481" % ip for ip in IPS.values())
 
 def worker_pid(node):
     return in_container(node, "pgrep -f -- -worker_address=%s:18481" % IPS[node]).stdout.strip()
+
+
+def test_check_mode_names_the_restarts_a_change_would_cause_and_changes_nothing():
+    pgids = {n: in_container(n, "cat /workspace/glm5-a3-large-ep/launcher.pgid").stdout.strip() for n in NODES}
+    extra = {"vllm_env_extra": {"VLLM_ENGINE_READY_TIMEOUT_S": "60", "A3_PLAN_PROBE": "1"}}
+    rc, out = play("site.yml", "--check", "--diff", "--tags", "vllm", "-e", json.dumps(extra))
+    assert rc == 0, out[-3000:]
+    plan = out[out.index("check mode plan:"):]
+    assert "check mode plan: 4 service restart(s) would happen" in plan, plan[:3000]
+    for node in ("p0", "p1"):
+        assert re.search(r"%s: the prefill engines \(ascend-vllm.service\) would restart with their whole DP group "
+                         r"\(p0, p1\): configuration changed on p0, p1" % node, plan), plan[:3000]
+    for node in ("d0", "d1"):
+        assert re.search(r"%s: the decode engines .* group \(d0, d1\): configuration changed on d0, d1; the prefill "
+                         r"group restarts \(a pair restarts together\)" % node, plan), plan[:3000]
+    assert "+export A3_PLAN_PROBE=\"1\"" in out, "the --diff of run_dp_template.sh is missing"
+    # nothing happened: same launchers, and the script on the node does not carry the probe
+    assert {n: in_container(n, "cat /workspace/glm5-a3-large-ep/launcher.pgid").stdout.strip() for n in NODES} == pgids
+    assert "A3_PLAN_PROBE" not in NODES["p0"].check_output("cat /var/lib/ascend-vllm-pd/run_dp_template.sh")
 
 
 def test_dead_worker_comes_back_by_itself_and_a_rerun_changes_nothing():
