@@ -43,8 +43,8 @@ options:
   signatures_fatal:
     description:
       - Whether a line matching O(signatures) ends the wait at once.
-      - Set it to V(false) when this run started nothing and a supervisor owns the engines' restarts: a crash
-        it recovers from must not fail the wait; the newest matching line still explains a wait that times out.
+      - Set it to V(false) when this run started nothing and a supervisor owns the engines' restarts (a crash
+        it recovers from must not fail the wait); the newest matching line still explains a wait that times out.
     type: bool
     default: true
   alive_command:
