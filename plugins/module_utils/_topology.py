@@ -20,7 +20,7 @@ import re
 SIDES = ("prefill", "decode")
 
 # Per-host inventory variables the derivation reads (the variable name is the key).
-HOST_KEYS = (
+TOPOLOGY_KEYS = (
     "a3_business_ip", "a3_nic_name", "a3_npus_per_node", "a3_etcd_host", "a3_proxy_host",
     "vllm_dp_size_local", "vllm_api_port", "vllm_dp_rpc_port",
     "vllm_prefill_tp_size", "vllm_decode_tp_size",
@@ -29,6 +29,43 @@ HOST_KEYS = (
     "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port",
     "hugepages_target", "hugepages_page_size", "vllm_dp_address",
 )
+# Further per-host variables only validation reads (_validate_rules; its RULE_KEYS must all be in HOST_KEYS).
+# None of them may refer to a3 or a3_self: the topology filter reads HOST_KEYS to derive those.
+VALIDATION_KEYS = (
+    "container_pull_retries", "container_pull_delay", "etcd_health_timeout", "proxy_health_timeout",
+    "proxy_fail_threshold", "proxy_retry_after", "vllm_health_timeout", "vllm_health_interval", "vllm_stop_timeout",
+    "vllm_canary_interval", "vllm_canary_timeout", "vllm_canary_failures", "vllm_peer_down_checks",
+    "yuanrong_node_timeout_s", "yuanrong_node_dead_timeout_s", "yuanrong_arena_per_tenant",
+    "yuanrong_register_timeout", "yuanrong_start_timeout", "supervise_restart_sec", "supervise_backoff_base",
+    "supervise_backoff_max", "supervise_crash_loop_restarts", "supervise_crash_loop_minutes",
+    "supervise_wait_timeout", "gate_request_timeout", "gate_pool_prefix_words", "preflight_npu_smi_timeout",
+    "preflight_hccn_timeout", "preflight_hccn_max_workers", "preflight_hbm_used_limit_mb", "preflight_ping_count",
+    "proxy_probe_interval", "proxy_probe_timeout", "proxy_first_byte_timeout", "container_privileged",
+    "hugepages_per_numa", "patches_verify_backend", "proxy_wrapper", "yuanrong_enable_huge_tlb", "gate_pool_check",
+    "preflight_hccs_ping", "preflight_strict_link", "preflight_strict_net_health", "preflight_memory_check",
+    "preflight_buffer_pool_advice", "preflight_docker_check", "preflight_model_check", "preflight_nic_check",
+    "preflight_port_check", "a3_work_dir", "a3_host_work_dir", "a3_timezone_file", "container_working_dir",
+    "etcd_install_dir", "etcd_data_dir", "etcd_unit_file", "hugepages_sysctl_file", "patches_container_dir",
+    "patches_backend_map_file", "vllm_model_path", "vllm_launcher_src", "proxy_script_src", "yuanrong_liveness_path",
+    "yuanrong_run_dir", "supervise_helper_dir", "supervise_state_dir", "vllm_served_model_name",
+    "yuanrong_package_version", "patches_git_user_email", "patches_git_user_name", "vllm_python", "yuanrong_python",
+    "proxy_python", "container_restart_policy", "proxy_restart_policy", "yuanrong_install_from",
+    "vllm_kv_pool_backend", "preflight_hbm_in_use", "preflight_peer_mode", "preflight_tls_scope", "container_devices",
+    "container_volumes", "container_extra_volumes", "container_proxy_env", "container_capabilities",
+    "container_cap_drop", "container_security_opts", "container_device_cgroup_rules", "proxy_unset_env",
+    "vllm_env_unset", "yuanrong_numa_options", "yuanrong_pip_args", "patches_pip_index_args", "preflight_hccn_checks",
+    "preflight_port_owner_names", "preflight_port_owner_cmdlines", "container_extra_env", "proxy_extra_args",
+    "vllm_mooncake_extra_config", "vllm_kv_top_level_extra", "vllm_env_common", "vllm_prefill_env", "vllm_decode_env",
+    "vllm_env_extra", "vllm_serve_args_common", "vllm_prefill_serve_args", "vllm_decode_serve_args",
+    "patches_pip_pins", "patches_table", "etcd_checksums", "a3_listen_address", "vllm_bind_host", "proxy_bind_host",
+    "etcd_listen_address", "container_registry", "container_image_name", "container_image_tag", "container_name",
+    "proxy_container_name", "patches_vllm_ascend_version", "patches_pip_extra_args", "etcd_version", "etcd_name",
+    "etcd_archive_src", "etcd_download_base_url", "etcd_service_name", "yuanrong_wheel_url", "yuanrong_wheel_src",
+    "vllm_prefill_engine_id", "vllm_decode_engine_id", "supervise_worker_service", "supervise_engine_service",
+    "vllm_log_file", "preflight_page_size", "preflight_min_hdk", "preflight_min_cann", "preflight_fabric_min_hdk",
+    "preflight_fabric_min_cann", "preflight_memory_reserve", "gate_expect_pattern",
+)
+HOST_KEYS = TOPOLOGY_KEYS + VALIDATION_KEYS
 
 PLACEHOLDER_RE = re.compile(r"<[^>]*>|\bxxxx\b|CHANGE_?ME", re.IGNORECASE)
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgGtT]?)i?[bB]?\s*$")
@@ -313,12 +350,26 @@ def _validate(inv: dict, allow_placeholders: bool = False):
             errors.append("%s: hugepages_target %s is not a multiple of the page size %s: set a multiple "
                           "(e.g. 500G)" % (h, v.get("hugepages_target"), v.get("hugepages_page_size")))
 
+    # Every other variable: type, range and what vLLM, the launcher, docker, etcd and the datasystem accept.
+    from ansible_collections.ascend.vllm_pd.plugins.module_utils import _validate_rules as rules
+    side_of_host = {h: (s[0] if len(s) == 1 else None) for h, s in members.items()}
+    more_errors, more_warnings = rules.check_hosts(inv, ordered, side_of_host)
+    errors += more_errors
+    warnings += more_warnings
+
     for key, what in (("a3_etcd_host", "etcd"), ("a3_proxy_host", "proxy")):
         named = {hosts.get(h, {}).get(key) for h in members} - {None, ""}
         for n in sorted(named):
             if n not in members:
                 errors.append("all: %s is %r, which is not a host of the prefill or decode group: set it to "
                               "one of %s or leave it empty (first prefill host)" % (key, n, ", ".join(ordered) or "the inventory hosts"))
+
+    if groups.get("prefill") and groups["prefill"][0] in hosts:
+        anchor = hosts[groups["prefill"][0]]
+        service_hosts = [anchor.get(key) or groups["prefill"][0] for key in ("a3_etcd_host", "a3_proxy_host")]
+        more_errors, more_warnings = rules.check_service_hosts(inv, *service_hosts)
+        errors += more_errors
+        warnings += more_warnings
 
     if bad_numbers or any(not groups.get(side) for side in SIDES):
         return errors, warnings
@@ -337,6 +388,9 @@ def _validate(inv: dict, allow_placeholders: bool = False):
         return errors, warnings
 
     topo = derive(inv)
+    more_errors, more_warnings = rules.check_topology(inv, topo)
+    errors += more_errors
+    warnings += more_warnings
     for side in SIDES:
         expected = topo["sides"][side]["dp_address"]
         for h in groups[side]:

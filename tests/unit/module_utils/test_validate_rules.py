@@ -1,0 +1,673 @@
+# -*- coding: utf-8 -*-
+"""Per-variable validation rules (plugins/module_utils/_validate_rules.py) on plain dicts.
+
+The base inventory is built from the real files: every role default, then inventories/<name>/group_vars/all
+and hosts.yml, templated the way hostvars would be (a value that needs a3/a3_self stays unrendered and the
+rules skip it). One test per rule: the message names the host(s), the variable, the value and what to set.
+"""
+from __future__ import annotations
+
+import copy
+import re
+import warnings
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+from ansible_collections.ascend.vllm_pd.plugins.module_utils import _topology as T
+from ansible_collections.ascend.vllm_pd.plugins.module_utils import _validate_rules as R
+
+ROOT = Path(__file__).resolve().parents[3]
+SEED_IPS = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}
+ALL = "p0, p1, d0, d1"
+
+
+def _yaml(path):
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle) or {}
+
+
+def _jinja():
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters.update({"ascend.vllm_pd.size_mib": T.size_mib, "ascend.vllm_pd.docker_size": T.docker_size,
+                        "regex_escape": re.escape, "int": lambda v, *a: int(v),
+                        "regex_search": lambda v, p: (re.search(p, v).group(0) if re.search(p, v) else "")})
+    return env
+
+
+def _render(value, context, env):
+    if isinstance(value, dict):
+        return {k: _render(v, context, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render(v, context, env) for v in value]
+    if isinstance(value, str) and "{{" in value:
+        try:
+            out = env.from_string(value).render(context)
+        except Exception:  # pylint: disable=broad-except
+            return value  # needs a3/a3_self or an Ansible filter: stays a template, the rules skip it
+        return out
+    return value
+
+
+def load_inventory(name):
+    """{groups, hosts} as from_hostvars would give it for inventories/<name> (role defaults underneath)."""
+    base = {}
+    for path in sorted(ROOT.glob("roles/*/defaults/main.yml")):
+        base.update(_yaml(path))
+    inv_dir = ROOT / "inventories" / name
+    for path in sorted((inv_dir / "group_vars" / "all").glob("*.yml")):
+        base.update(_yaml(path))
+    groups, hosts = {}, {}
+    env = _jinja()
+    for group, body in _yaml(inv_dir / "hosts.yml").items():
+        groups[group] = list((body.get("hosts") or {}).keys())
+        for host, hv in (body.get("hosts") or {}).items():
+            values = dict(base, inventory_dir=str(inv_dir), inventory_hostname=host, **(hv or {}))
+            if T.PLACEHOLDER_RE.search(str(values["a3_business_ip"])):
+                values.update(a3_business_ip=SEED_IPS[host], a3_nic_name="bond0")
+            with warnings.catch_warnings():  # Ansible-only escapes in regex_search arguments
+                warnings.simplefilter("ignore", DeprecationWarning)
+                for _unused in range(4):  # templates referring to templates
+                    values = {k: _render(v, values, env) for k, v in values.items()}
+            hosts[host] = {key: values.get(key) for key in T.HOST_KEYS}
+    return {"groups": groups, "hosts": hosts}
+
+
+SEED = load_inventory("a3")
+SIM = load_inventory("sim")
+SEED_ERRORS, SEED_WARNINGS = T.validate(SEED)
+
+
+def seed(**everywhere):
+    """The seed inventory with these values on every host; like hostvars, the role default of
+    patches_vllm_ascend_version follows a changed container_image_tag."""
+    inv = copy.deepcopy(SEED)
+    for key, value in everywhere.items():
+        for hv in inv["hosts"].values():
+            hv[key] = copy.deepcopy(value)
+    if "container_image_tag" in everywhere and "patches_vllm_ascend_version" not in everywhere:
+        match = re.search(r"[0-9]+\.[0-9]+\.[0-9]+(rc[0-9]+)?", str(everywhere["container_image_tag"]))
+        for hv in inv["hosts"].values():
+            hv["patches_vllm_ascend_version"] = match.group(0) if match else ""
+    return inv
+
+
+def new_messages(inv, kind):
+    errors, warnings = T.validate(inv)
+    if kind == "error":
+        return errors
+    return [w for w in warnings if w not in SEED_WARNINGS]
+
+
+def one(inv, kind="error", prefix=ALL, must=(), count=1):
+    """The message of this rule: the only new one (count), starting with the host(s), with every text in must."""
+    msgs = new_messages(inv, kind)
+    assert len(msgs) == count, msgs
+    hits = [m for m in msgs if m.startswith(prefix + ": ") and all(s in m for s in must)]
+    assert hits, "no %s starting with %r containing %r in %s" % (kind, prefix, must, msgs)
+    assert "set" in hits[0] or "remove" in hits[0] or "take" in hits[0] or "add" in hits[0], hits[0]
+    return hits[0]
+
+
+# --- the shipped values pass ------------------------------------------------------------------------------
+
+
+def test_seed_values_pass_with_only_the_mooncake_band_warnings():
+    assert SEED_ERRORS == []
+    assert len(SEED_WARNINGS) == 4 and all("random port band" in w for w in SEED_WARNINGS), SEED_WARNINGS
+
+
+def test_simulation_values_pass():
+    errors, warnings = T.validate(SIM)
+    assert errors == []
+    assert all("random port band" in w for w in warnings), warnings
+    # the simulation really is different: small pool, loopback listen addresses, file wheel, short timeouts
+    p0 = SIM["hosts"]["p0"]
+    seen = (p0["hugepages_target"], p0["a3_listen_address"], p0["yuanrong_install_from"])
+    assert seen == ("128M", "127.30.0.11", "file")
+    assert p0["vllm_env_extra"] == {"VLLM_ENGINE_READY_TIMEOUT_S": "60"} and p0["vllm_canary_timeout"] == 5
+
+
+def test_every_variable_a_rule_reads_is_a_host_key():
+    assert set(R.RULE_KEYS) <= set(T.HOST_KEYS), sorted(set(R.RULE_KEYS) - set(T.HOST_KEYS))
+    assert len(set(T.HOST_KEYS)) == len(T.HOST_KEYS)
+
+
+def test_no_host_key_refers_to_the_topology():
+    """The topology filter reads HOST_KEYS to build a3: a key whose value needs a3 or a3_self would recurse."""
+    raw = {}
+    for path in list(ROOT.glob("roles/*/defaults/main.yml")) + list(ROOT.glob("inventories/*/group_vars/all/*.yml")):
+        for key, value in _yaml(path).items():
+            raw.setdefault(key, []).append(value)
+    for key in T.HOST_KEYS:
+        for value in raw.get(key, []):
+            assert not re.search(r"\{\{[^}]*\ba3(_self)?\b(?!_)", yaml.safe_dump(value)), (key, value)
+
+
+def test_null_knob_is_skipped_but_a_required_variable_is_not_set():
+    """Role defaults are not hostvars: a knob read as None is not judged; a variable without default is."""
+    assert T.validate(seed(vllm_health_timeout=None, proxy_probe_interval=None, container_extra_env=None))[0] == []
+    one(seed(vllm_model_path=None), must=("vllm_model_path is not set", "set an absolute path"))
+
+
+def test_absent_keys_are_skipped_and_templates_are_not_judged():
+    inv = seed()
+    for hv in inv["hosts"].values():
+        del hv["container_image_tag"]
+        hv["vllm_health_timeout"] = "{{ some_var }}"
+    assert T.validate(inv)[0] == []
+
+
+# --- hugepages ----------------------------------------------------------------------------------------------
+
+
+def test_hugepage_target_zero_would_free_the_pool():
+    one(seed(hugepages_target="0"), must=("hugepages_target is '0'", "free the hugepage pool", "set the pool size"))
+
+
+def test_hugepage_target_below_one_page():
+    msg = one(seed(hugepages_target="1M"), must=("hugepages_target is '1M'", "zero hugepages"), count=2)
+    assert msg
+
+
+def test_hugepage_page_size_the_kernel_has_not():
+    one(seed(hugepages_page_size="4M", hugepages_target="512G"),
+        must=("hugepages_page_size is '4M'", "no hugepages of that size", "2M, 32M, 512M, 1G"))
+
+
+# --- container and image ------------------------------------------------------------------------------------
+
+
+def test_empty_image_tag():
+    one(seed(container_image_tag=""), must=("container_image_tag is ''", "set the image tag as a quoted string"))
+
+
+def test_image_tag_with_a_space():
+    one(seed(container_image_tag="v0.18.0 a3"), must=("container_image_tag is 'v0.18.0 a3'",))
+
+
+def test_image_tag_without_patch_row():
+    one(seed(container_image_tag="v0.19.0-a3"),
+        must=("container_image_tag is 'v0.19.0-a3'", "vllm-ascend 0.19.0", "no row in patches_table",
+              "rows: 0.18.0, 0.18.0rc1", "yuanrong backend missing", "add a '0.19.0' row"))
+
+
+def test_image_tag_without_version():
+    one(seed(container_image_tag="latest"), must=("container_image_tag is 'latest'", "no vllm-ascend version",
+                                                  "patches_vllm_ascend_version"))
+
+
+def test_image_tag_without_patch_row_with_the_templated_default():
+    """With role defaults templated (hostvars), patches_vllm_ascend_version shows the tag's version: the
+    message still names the tag."""
+    one(seed(container_image_tag="v0.19.0-a3", patches_vllm_ascend_version="0.19.0"),
+        must=("container_image_tag is 'v0.19.0-a3'", "no row in patches_table"))
+
+
+def test_patch_version_override_without_row():
+    one(seed(patches_vllm_ascend_version="0.17.0"),
+        must=("patches_vllm_ascend_version is '0.17.0'", "no row in patches_table"))
+
+
+def test_registry_with_scheme():
+    one(seed(container_registry="https://quay.io"), must=("container_registry is 'https://quay.io'", "without scheme"))
+
+
+def test_registry_forms_that_pass():
+    for registry in ("", "quay.io", "m.daocloud.io/quay.io", "127.0.0.1:5000", "registry.local:443/mirror"):
+        assert T.validate(seed(container_registry=registry))[0] == [], registry
+
+
+def test_image_name_with_uppercase():
+    one(seed(container_image_name="Ascend/vllm-ascend"), must=("container_image_name is 'Ascend/vllm-ascend'",))
+
+
+def test_container_name_docker_refuses():
+    one(seed(container_name="yr glm5"), must=("container_name is 'yr glm5'", "docker container name"))
+
+
+def test_proxy_container_name_equal_to_the_engines():
+    one(seed(proxy_container_name="yr_glm5"),
+        must=("proxy_container_name is 'yr_glm5'", "replace the engines' container"))
+
+
+def test_malformed_volume():
+    one(seed(container_extra_volumes=["/data"]), must=("container_extra_volumes is '/data'", "host_path:container_path"))
+
+
+def test_two_mounts_at_one_container_path():
+    one(seed(container_extra_volumes=["/srv:/data"]), must=("container_volumes is ['/data:/data', '/srv:/data']",
+                                                            "two mounts"))
+
+
+def test_mount_over_the_work_dir():
+    one(seed(container_extra_volumes=["/srv:/workspace/glm5-a3-large-ep"]),
+        must=("a3_work_dir is '/workspace/glm5-a3-large-ep'", "second mount"))
+
+
+def test_model_path_outside_every_mount():
+    one(seed(vllm_model_path="/models/GLM-5.1-w8a8"), kind="warning",
+        must=("vllm_model_path is '/models/GLM-5.1-w8a8'", "add a mount of its directory"))
+
+
+def test_container_extra_env_value_not_a_string():
+    one(seed(container_extra_env={"HF_HUB_OFFLINE": 1}), must=("container_extra_env is {'HF_HUB_OFFLINE': 1}",
+                                                               "quoted string values"))
+
+
+def test_restart_policy_unquoted_no():
+    one(seed(container_restart_policy=False), must=("container_restart_policy is False", 'write "no"'))
+
+
+def test_devices_are_paths():
+    one(seed(container_devices=["davinci0"]), must=("container_devices is ['davinci0']", "/dev/davinci_manager"))
+
+
+# --- patches ------------------------------------------------------------------------------------------------
+
+
+def _with_row(row):
+    inv = seed()
+    for hv in inv["hosts"].values():
+        hv["patches_table"] = dict(hv["patches_table"], **{"0.18.0": row})
+    return inv
+
+
+def test_patch_without_repo():
+    one(_with_row([{"file": "0001-Implement-yuanrong-backend.patch", "purpose": "x"}]),
+        must=("patches_table is {'0.18.0': [{", "file (a file name", "repo (the absolute path"))
+
+
+def test_patch_without_purpose():
+    one(_with_row([{"file": "0001-Implement-yuanrong-backend.patch", "repo": "/vllm-workspace/vllm-ascend"}]),
+        kind="warning", must=("patches_table is", "set purpose"))
+
+
+def test_yuanrong_backend_without_its_patch():
+    one(_with_row([{"file": "0001-other.patch", "repo": "/vllm-workspace/vllm", "purpose": "x"}]), kind="warning",
+        must=("patches_table is {'0.18.0': ['0001-other.patch']}", "no yuanrong backend", "Implement-yuanrong"))
+
+
+@pytest.mark.parametrize("pin,what", [(5.1, "set it quoted"), ("", "exact version"), (">=5.2", "exact version"),
+                                      (None, "exact version")])
+def test_pip_pin_versions(pin, what):
+    one(seed(patches_pip_pins={"transformers": pin}), must=("patches_pip_pins is {'transformers': %r}" % (pin,), what))
+
+
+# --- etcd (the etcd host only) ---------------------------------------------------------------------------------
+
+
+def test_etcd_version_format():
+    one(seed(etcd_version="3.5.12"), prefix="p0", must=("etcd_version is '3.5.12'", "set vX.Y.Z"))
+
+
+def test_etcd_version_without_checksum():
+    one(seed(etcd_version="v3.5.13"), prefix="p0",
+        must=("etcd_version is 'v3.5.13'", "no sha256", "add etcd_checksums['v3.5.13']", "etcd_archive_src"))
+
+
+def test_etcd_checksum_format():
+    one(seed(etcd_checksums={"v3.5.12": {"amd64": "abc", "arm64": "sha256:" + "0" * 64}}), prefix="p0",
+        must=("etcd_checksums is {'v3.5.12':", "sha256:<64 hex>"))
+
+
+def test_etcd_name():
+    one(seed(etcd_name="etcd single"), prefix="p0", must=("etcd_name is 'etcd single'", "--initial-cluster"))
+
+
+def test_etcd_download_url():
+    one(seed(etcd_download_base_url="github.com/etcd-io/etcd/releases/download"), prefix="p0",
+        must=("etcd_download_base_url is 'github.com", "http(s) URL"))
+
+
+def test_etcd_rules_follow_a3_etcd_host():
+    inv = seed(etcd_name="etcd single", a3_etcd_host="d1")
+    one(inv, prefix="d1", must=("etcd_name is 'etcd single'",))
+
+
+# --- openYuanrong -------------------------------------------------------------------------------------------
+
+
+def test_node_dead_timeout_not_above_node_timeout():
+    one(seed(yuanrong_node_dead_timeout_s=20), must=("yuanrong_node_dead_timeout_s is 20", "greater than "
+                                                     "yuanrong_node_timeout_s (20)", "set a larger value"))
+
+
+def test_node_timeout_of_one_second():
+    one(seed(yuanrong_node_timeout_s=1), kind="warning", must=("yuanrong_node_timeout_s is 1", "set 2 or more"))
+
+
+def test_wheel_url_not_a_wheel():
+    one(seed(yuanrong_wheel_url="https://example.invalid/datasystem.tar.gz"),
+        must=("yuanrong_wheel_url is 'https://example.invalid/datasystem.tar.gz'", "set the wheel's URL"))
+
+
+def test_wheel_version_differs_from_package_version():
+    one(seed(yuanrong_package_version="0.7.5"), kind="warning",
+        must=("yuanrong_wheel_url is 'https://", "version 0.7.6rc1 but yuanrong_package_version is 0.7.5",
+              "same version"))
+
+
+def test_install_from_unknown():
+    one(seed(yuanrong_install_from="pip"), must=("yuanrong_install_from is 'pip'", "set one of url, file, index"))
+
+
+def test_package_version_empty():
+    one(seed(yuanrong_package_version=""), must=("yuanrong_package_version is ''", "openyuanrong-datasystem version"))
+
+
+# --- vLLM environment -----------------------------------------------------------------------------------------
+
+
+def _env(where="vllm_env_extra", host=None, **env):
+    inv = seed()
+    for name, hv in inv["hosts"].items():
+        if host in (None, name):
+            hv[where] = dict(hv[where], **env)
+    return inv
+
+
+def test_env_name_bash_refuses():
+    one(_env(**{"BAD-NAME": "1"}), must=("vllm_env_extra is {'BAD-NAME': '1'}", "not an environment variable name"))
+
+
+@pytest.mark.parametrize("value,example", [(True, '"1"'), (256, '"256"'), (None, '""')])
+def test_env_value_not_quoted(value, example):
+    one(_env(HCCL_BUFFSIZE=value), must=("vllm_env_extra is {'HCCL_BUFFSIZE': %r}" % (value,),
+                                         "set it quoted, e.g. HCCL_BUFFSIZE: " + example))
+
+
+def test_pythonhashseed_missing():
+    inv = seed()
+    for hv in inv["hosts"].values():
+        hv["vllm_env_common"] = {k: v for k, v in hv["vllm_env_common"].items() if k != "PYTHONHASHSEED"}
+    errors, _unused = T.validate(inv)
+    assert errors == ["p0, p1: PYTHONHASHSEED (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: vLLM "
+                      "seeds its KV block hashes from it, without it every engine hashes differently and the pool "
+                      "never hits: set PYTHONHASHSEED: \"0\" in vllm_env_common",
+                      "d0, d1: PYTHONHASHSEED (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: vLLM "
+                      "seeds its KV block hashes from it, without it every engine hashes differently and the pool "
+                      "never hits: set PYTHONHASHSEED: \"0\" in vllm_env_common"]
+
+
+def test_pythonhashseed_random():
+    one(_env(host="p0", PYTHONHASHSEED="random"), prefix="p0",
+        must=("PYTHONHASHSEED (vllm_env_common + vllm_prefill_env + vllm_env_extra, set in vllm_env_extra) is "
+              "'random'", "set a quoted integer"), count=2)
+
+
+def test_pythonhashseed_different_on_one_node():
+    msg = one(_env(host="d1", PYTHONHASHSEED="1"), prefix=ALL,
+              must=("PYTHONHASHSEED (vllm_env_common + vllm_<side>_env + vllm_env_extra) differs between the hosts",
+                    "p0='0'", "d1='1'", "set the same value on every host"))
+    assert msg
+
+
+def test_pythonhashseed_unset():
+    one(seed(vllm_env_unset=["PYTHONHASHSEED"]), must=("vllm_env_unset is ['PYTHONHASHSEED']", "pool never hits",
+                                                       "take PYTHONHASHSEED out"))
+
+
+def test_derived_env_overridden():
+    one(_env(HCCL_IF_IP="10.0.0.1"), kind="warning",
+        must=("HCCL_IF_IP (set in vllm_env_extra) is '10.0.0.1'", "$local_ip", "remove it from vllm_env_extra"))
+
+
+def test_ds_worker_addr_missing_with_the_yuanrong_backend():
+    inv = seed()
+    for hv in inv["hosts"].values():
+        hv["vllm_env_common"] = {k: v for k, v in hv["vllm_env_common"].items() if k != "DS_WORKER_ADDR"}
+    errors = T.validate(inv)[0]
+    assert len(errors) == 2 and all("DS_WORKER_ADDR (vllm_env_common + " in e and "is not set" in e
+                                    and "set DS_WORKER_ADDR: $ds_worker_addr" in e for e in errors), errors
+
+
+def test_env_unset_names():
+    one(seed(vllm_env_unset=["GOOGLE LOGTOSTDERR"]), must=("vllm_env_unset is ['GOOGLE LOGTOSTDERR']",
+                                                           "not environment variable names"))
+
+
+# --- vllm serve flags ---------------------------------------------------------------------------------------
+
+
+def _args(where="vllm_prefill_serve_args", **args):
+    inv = seed()
+    for hv in inv["hosts"].values():
+        hv[where] = dict(hv[where], **args)
+    return inv
+
+
+def test_flag_with_leading_dashes():
+    one(_args(**{"--max-num-seqs": 8}), prefix="p0, p1",
+        must=("vllm_prefill_serve_args is {'--max-num-seqs': 8}", "set the flag as max-num-seqs"))
+
+
+@pytest.mark.parametrize("flag", ["port", "tensor-parallel-size", "data-parallel-size-local", "kv_transfer_config",
+                                  "host"])
+def test_flag_the_launcher_writes(flag):
+    one(_args(**{flag: 1}), prefix="p0, p1",
+        must=("vllm_prefill_serve_args is {'%s': 1}" % flag, "run_dp_template.sh sets", "remove it"))
+
+
+@pytest.mark.parametrize("value", [0, -5, "lots", True])
+def test_max_model_len(value):
+    one(_args("vllm_serve_args_common", **{"max-model-len": value}), prefix="p0, p1, d0, d1",
+        must=("vllm_serve_args_common is {'max-model-len': %r}" % (value,), "positive token count"))
+
+
+@pytest.mark.parametrize("value", [202752, "128k", -1, "auto", "25.6k"])
+def test_max_model_len_forms_vllm_reads(value):
+    assert T.validate(_args("vllm_serve_args_common", **{"max-model-len": value}))[0] == []
+
+
+def test_speculative_config_not_a_mapping():
+    one(_args("vllm_serve_args_common", **{"speculative-config": "deepseek_mtp"}),
+        must=("vllm_serve_args_common is {'speculative-config': 'deepseek_mtp'}", "reads --speculative-config as JSON"))
+
+
+def test_speculative_tokens_not_positive():
+    one(_args("vllm_serve_args_common", **{"speculative-config": {"num_speculative_tokens": 0}}),
+        must=("num_speculative_tokens must be a positive integer",))
+
+
+def test_gpu_memory_utilization_range():
+    one(_args(**{"gpu-memory-utilization": 1.5}), prefix="p0, p1",
+        must=("vllm_prefill_serve_args is {'gpu-memory-utilization': 1.5}", "at most 1"))
+
+
+def test_max_num_seqs_positive():
+    one(_args("vllm_decode_serve_args", **{"max-num-seqs": 0}), prefix="d0, d1",
+        must=("vllm_decode_serve_args is {'max-num-seqs': 0}", "positive integer"))
+
+
+def test_served_model_name_flag_differs():
+    one(_args(**{"served-model-name": "glm"}), prefix="p0, p1",
+        must=("vllm_prefill_serve_args is {'served-model-name': 'glm'}", "vllm_served_model_name is 'glm-5.1'"))
+
+
+def test_served_model_name_flag_missing():
+    inv = seed()
+    for hv in inv["hosts"].values():
+        hv["vllm_serve_args_common"] = {k: v for k, v in hv["vllm_serve_args_common"].items()
+                                        if k != "served-model-name"}
+    one(inv, must=("vllm_serve_args_common is not set: served-model-name is missing", "404"))
+
+
+# --- kv transfer and pool -------------------------------------------------------------------------------------
+
+
+def test_pool_backend_unknown():
+    one(seed(vllm_kv_pool_backend="redis"), must=("vllm_kv_pool_backend is 'redis'", "yuanrong, mooncake, memcache"))
+
+
+def test_pool_backend_differs_between_hosts():
+    inv = seed()
+    inv["hosts"]["d1"]["vllm_kv_pool_backend"] = "mooncake"
+    one(inv, must=("vllm_kv_pool_backend differs between the hosts", "d1='mooncake'", "one KV pool"))
+
+
+def test_served_model_name_empty():
+    one(seed(vllm_served_model_name=""), must=("vllm_served_model_name is ''", "the model name clients send"),
+        count=2)  # and the served-model-name flag no longer matches it
+
+
+def test_served_model_name_differs_between_hosts():
+    inv = seed()
+    inv["hosts"]["d0"]["vllm_served_model_name"] = "glm"
+    inv["hosts"]["d0"]["vllm_serve_args_common"]["served-model-name"] = "glm"
+    one(inv, must=("vllm_served_model_name differs between the hosts", "d0='glm'", "404"))
+
+
+def test_model_path_relative():
+    one(seed(vllm_model_path="GLM-5.1-w8a8"), must=("vllm_model_path is 'GLM-5.1-w8a8'", "absolute path"))
+
+
+def test_top_level_extra_replaces_the_role():
+    one(seed(vllm_kv_top_level_extra={"kv_role": "kv_both"}),
+        must=("vllm_kv_top_level_extra is {'kv_role': 'kv_both'}", "remove it"))
+
+
+def test_top_level_extra_engine_id():
+    one(seed(vllm_kv_top_level_extra={"engine_id": "1"}), kind="warning",
+        must=("vllm_kv_top_level_extra is {'engine_id': '1'}", "vllm_<side>_engine_id"))
+
+
+def test_mooncake_extra_with_derived_block():
+    one(seed(vllm_mooncake_extra_config={"prefill": {"dp_size": 1}}), kind="warning",
+        must=("vllm_mooncake_extra_config is {'prefill': {'dp_size': 1}}", "derived"))
+
+
+def test_engine_id_type():
+    one(seed(vllm_prefill_engine_id=True), must=("vllm_prefill_engine_id is True", "quoted string"))
+
+
+def test_api_ports_past_65535():
+    one(seed(vllm_api_port=65535, vllm_dp_size_local=2, vllm_prefill_tp_size=8, vllm_decode_tp_size=8,
+             vllm_prefill_lookup_rpc_port="dp_rank"), prefix="p0, d0",
+        must=("vllm_api_port is 65535", "dp rank 1 listens on 65536", "set vllm_api_port to at most 65534"), count=2)
+
+
+def test_kv_ports_past_65535():
+    one(seed(vllm_decode_kv_port=65530), prefix="d0",
+        must=("vllm_decode_kv_port is 65530", "end at 65545", "at most 65504"), count=2)
+
+
+# --- proxy ------------------------------------------------------------------------------------------------------
+
+
+def test_proxy_extra_arg_the_role_sets():
+    one(seed(proxy_extra_args={"port": 9000}), prefix="p0", must=("proxy_extra_args is {'port': 9000}", "remove it"))
+
+
+def test_proxy_extra_arg_with_dashes():
+    one(seed(proxy_extra_args={"--max-retries": 3}), prefix="p0", must=("proxy_extra_args is {'--max-retries': 3}",
+                                                                        "without dashes"))
+
+
+# --- numbers, booleans, paths, addresses -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key,value", [("vllm_health_timeout", 0), ("vllm_canary_failures", "x"),
+                                       ("supervise_crash_loop_restarts", 0), ("etcd_health_timeout", -1),
+                                       ("container_pull_retries", True), ("yuanrong_arena_per_tenant", 0),
+                                       ("preflight_hccn_max_workers", 0), ("gate_request_timeout", "soon")])
+def test_integer_knobs(key, value):
+    one(seed(**{key: value}), must=("%s is %s" % (key, R._show(value)), "set an integer >="))
+
+
+def test_integer_knob_as_text_passes():
+    assert T.validate(seed(vllm_health_timeout="240"))[0] == []
+
+
+@pytest.mark.parametrize("key", R.FLOAT_KEYS)
+def test_proxy_seconds(key):
+    one(seed(**{key: 0}), must=("%s is 0" % key, "above 0"))
+
+
+def test_health_interval_not_below_timeout():
+    one(seed(vllm_health_interval=60, vllm_health_timeout=60),
+        must=("vllm_health_interval is 60", "not below vllm_health_timeout (60)", "set a shorter interval"))
+
+
+def test_backoff_cap_below_base():
+    one(seed(supervise_backoff_max=1, supervise_backoff_base=2), kind="warning",
+        must=("supervise_backoff_max is 1", "below supervise_backoff_base (2)"))
+
+
+@pytest.mark.parametrize("key", ["container_privileged", "yuanrong_enable_huge_tlb", "preflight_hccs_ping"])
+def test_booleans(key):
+    one(seed(**{key: "yes"}), must=("%s is 'yes'" % key, "set true or false"))
+
+
+@pytest.mark.parametrize("key,value", [("a3_work_dir", "workspace"), ("a3_host_work_dir", "/"),
+                                       ("etcd_data_dir", "var/lib/etcd"), ("supervise_state_dir", "")])
+def test_paths(key, value):
+    msgs = new_messages(seed(**{key: value}), "error")
+    assert any(m.startswith(ALL + ": %s is %r" % (key, value)) and "set" in m for m in msgs), msgs
+
+
+@pytest.mark.parametrize("value,what", [("localhost", "set an IP address"), ("10.9.9.9", "set 0.0.0.0 or the node's")])
+def test_listen_address(value, what):
+    one(seed(a3_listen_address=value), must=("a3_listen_address is %r" % value, what))
+
+
+def test_listen_address_per_node_passes():
+    inv = seed()
+    for hv in inv["hosts"].values():
+        hv["a3_listen_address"] = hv["a3_business_ip"]
+    assert T.validate(inv)[0] == []
+
+
+def test_service_names_equal():
+    one(seed(supervise_engine_service="ascend-yr-worker"),
+        must=("supervise_engine_service is 'ascend-yr-worker'", "supervise_worker_service has the same unit name"))
+
+
+def test_service_name_with_suffix():
+    one(seed(supervise_engine_service="ascend-vllm.service"), must=("supervise_engine_service is 'ascend-vllm.service'",
+                                                                    "without .service"))
+
+
+def test_log_file_is_a_name():
+    one(seed(vllm_log_file="/var/log/vllm.log"), must=("vllm_log_file is '/var/log/vllm.log'", "file name"))
+
+
+def test_list_knob_not_a_list():
+    one(seed(yuanrong_numa_options="--interleave 0-7"),
+        must=("yuanrong_numa_options is '--interleave 0-7'", "list of non-empty strings"))
+
+
+def test_dict_knob_not_a_mapping():
+    one(seed(proxy_extra_args=[]), must=("proxy_extra_args is []", "set a mapping"))
+
+
+# --- preflight and gate ---------------------------------------------------------------------------------------
+
+
+def test_hccn_check_unknown():
+    one(seed(preflight_hccn_checks=["vnic", "speed"]),
+        must=("preflight_hccn_checks is ['vnic', 'speed']", "'speed' unknown"))
+
+
+def test_preflight_page_size():
+    one(seed(preflight_page_size=5000), must=("preflight_page_size is 5000", "getconf PAGE_SIZE"))
+
+
+def test_preflight_min_version():
+    one(seed(preflight_min_hdk="25.5.RC1"), must=("preflight_min_hdk is '25.5.RC1'", "dotted version"))
+
+
+def test_preflight_memory_reserve():
+    one(seed(preflight_memory_reserve="lots"), must=("preflight_memory_reserve is 'lots'", "set a size"))
+
+
+def test_preflight_choice():
+    one(seed(preflight_hbm_in_use="maybe"), must=("preflight_hbm_in_use is 'maybe'", "warn, fail, ignore"))
+
+
+@pytest.mark.parametrize("key,value", [("gate_expect_pattern", "READY("), ("preflight_port_owner_names", ["^vllm$", "("])])
+def test_regular_expressions(key, value):
+    one(seed(**{key: value}), must=("%s is '%s'" % (key, "READY(" if key == "gate_expect_pattern" else "("),
+                                    "not a regular expression"))
