@@ -46,13 +46,14 @@ from ansible_collections.ascend.vllm_pd.plugins.module_utils._prom import prom_s
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
     engine_processes, launcher_argv, serve_lines, shell_dq)
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import (
-    TopologyError, backends, derive, docker_size, parse_size, size_gib, size_mib)
+    TOPOLOGY_KEYS, TopologyError, backends, derive, docker_size, parse_size, size_gib, size_mib)
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
 
 
 def topology(groups, hostvars):
     try:
-        return derive(from_hostvars(hostvars, groups, role_defaults()))
+        # only what the derivation reads (validation reads every HOST_KEY, once, on the controller)
+        return derive(from_hostvars(hostvars, groups, role_defaults(), keys=TOPOLOGY_KEYS))
     except (TopologyError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("cannot derive the topology (%s): run playbooks/validate.yml to see every "
                                  "inventory problem" % exc)

@@ -44,7 +44,7 @@ VALIDATION_KEYS = (
     "hugepages_per_numa", "patches_verify_backend", "proxy_wrapper", "yuanrong_enable_huge_tlb", "gate_pool_check",
     "preflight_hccs_ping", "preflight_strict_link", "preflight_strict_net_health", "preflight_memory_check",
     "preflight_buffer_pool_advice", "preflight_docker_check", "preflight_model_check", "preflight_nic_check",
-    "preflight_port_check", "a3_work_dir", "a3_host_work_dir", "a3_timezone_file", "container_working_dir",
+    "preflight_port_check", "a3_work_dir", "a3_host_work_dir", "container_timezone_file", "container_working_dir",
     "etcd_install_dir", "etcd_data_dir", "etcd_unit_file", "hugepages_sysctl_file", "patches_container_dir",
     "patches_backend_map_file", "vllm_model_path", "vllm_launcher_src", "proxy_script_src", "yuanrong_liveness_path",
     "yuanrong_run_dir", "supervise_helper_dir", "supervise_state_dir", "vllm_served_model_name",

@@ -106,7 +106,7 @@ BOOL_KEYS = (
 # Absolute paths; the second element says whether '/' itself is refused (a directory the roles create,
 # mount or fill).
 PATH_KEYS = (
-    ("a3_work_dir", True), ("a3_host_work_dir", True), ("a3_timezone_file", False),
+    ("a3_work_dir", True), ("a3_host_work_dir", True), ("container_timezone_file", False),
     ("container_working_dir", False), ("etcd_install_dir", False), ("etcd_data_dir", True),
     ("etcd_unit_file", False), ("hugepages_sysctl_file", False), ("patches_container_dir", True),
     ("patches_backend_map_file", False), ("vllm_model_path", True), ("vllm_launcher_src", False),
