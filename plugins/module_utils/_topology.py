@@ -22,7 +22,7 @@ SIDES = ("prefill", "decode")
 # Per-host inventory variables the derivation reads (the variable name is the key).
 TOPOLOGY_KEYS = (
     "a3_business_ip", "a3_nic_name", "a3_npus_per_node", "a3_etcd_host", "a3_proxy_host",
-    "vllm_dp_size_local", "vllm_api_port", "vllm_dp_rpc_port",
+    "vllm_dp_size_local", "vllm_prefill_dp_size_local", "vllm_decode_dp_size_local", "vllm_api_port", "vllm_dp_rpc_port",
     "vllm_prefill_tp_size", "vllm_decode_tp_size",
     "vllm_prefill_kv_port", "vllm_decode_kv_port",
     "vllm_prefill_lookup_rpc_port", "vllm_decode_lookup_rpc_port",
@@ -112,11 +112,25 @@ def side_of(groups, host):
     return sides[0] if len(sides) == 1 else None
 
 
-def _lookup_port(spec, rank):
-    """lookup_rpc_port is an int, or the string 'dp_rank' meaning the instance's global dp rank."""
+def _lookup_port(spec, rank, local_rank=0):
+    """lookup_rpc_port is an int, or the string 'dp_rank' meaning the instance's global dp rank. An int is
+    the first instance's value on each host; the next local instances count up from it (distinct per host;
+    the seed's layout, one instance per node, keeps the value as written)."""
     if isinstance(spec, str) and spec.strip() == "dp_rank":
         return rank
-    return int(spec)
+    return int(spec) + local_rank
+
+
+def side_local(values: dict, side: str) -> int:
+    """Engine instances per node of a side: vllm_<side>_dp_size_local, else vllm_dp_size_local (seed 1)."""
+    own = values.get("vllm_%s_dp_size_local" % side)
+    return int(own if own is not None else values.get("vllm_dp_size_local"))
+
+
+def side_local_key(values: dict, side: str) -> str:
+    """The variable side_local() took its value from (for messages)."""
+    return ("vllm_%s_dp_size_local" % side if values.get("vllm_%s_dp_size_local" % side) is not None
+            else "vllm_dp_size_local")
 
 
 def derive(inv: dict) -> dict:
@@ -138,13 +152,13 @@ def derive(inv: dict) -> dict:
     for side in SIDES:
         members = list(groups[side])
         lead = members[0]
-        local = int(hv(lead, "vllm_dp_size_local"))
+        local = side_local(hosts[lead], side)
         tp = int(hv(lead, "vllm_%s_tp_size" % side))
         sides[side] = {
             "hosts": members,
             "ips": [hv(h, "a3_business_ip") for h in members],
             "api_ports": [int(hv(h, "vllm_api_port")) + i
-                          for h in members for i in range(int(hv(h, "vllm_dp_size_local")))],
+                          for h in members for i in range(side_local(hosts[h], side))],
             "dp_size": len(members) * local,
             "dp_size_local": local,
             "tp_size": tp,
@@ -155,7 +169,7 @@ def derive(inv: dict) -> dict:
     for side in SIDES:
         s = sides[side]
         s["backend_hosts"] = [hv(h, "a3_business_ip")
-                              for h in s["hosts"] for _unused in range(int(hv(h, "vllm_dp_size_local")))]
+                              for h in s["hosts"] for _unused in range(side_local(hosts[h], side))]
     mooncake = {side: {"dp_size": sides[side]["dp_size"], "tp_size": sides[side]["tp_size"]}
                 for side in SIDES}
 
@@ -163,7 +177,7 @@ def derive(inv: dict) -> dict:
     for side in SIDES:
         for index, host in enumerate(groups[side]):
             v = hosts[host]
-            local = int(v["vllm_dp_size_local"])
+            local = side_local(v, side)
             tp = int(v["vllm_%s_tp_size" % side])
             kv_port = int(v["vllm_%s_kv_port" % side])
             start = index * local
@@ -178,7 +192,7 @@ def derive(inv: dict) -> dict:
                     "api_port": int(v["vllm_api_port"]) + i,
                     "devices": list(range(i * tp, (i + 1) * tp)),
                     "kv_ports": [kv_first, kv_first + tp - 1],
-                    "lookup_rpc_port": _lookup_port(v["vllm_%s_lookup_rpc_port" % side], rank),
+                    "lookup_rpc_port": _lookup_port(v["vllm_%s_lookup_rpc_port" % side], rank, i),
                 })
             per_host[host] = {
                 "side": side,
@@ -330,6 +344,11 @@ def _validate(inv: dict, allow_placeholders: bool = False):
                 errors.append("%s: %s is %r: set a positive integer" % (h, key, v.get(key)))
                 bad_numbers = True
         for side in SIDES:
+            own = v.get("vllm_%s_dp_size_local" % side)
+            if own is not None and (not _is_int(own) or int(own) < 1):
+                errors.append("%s: vllm_%s_dp_size_local is %r: set a positive integer (engine instances per %s node) "
+                              "or leave it unset for vllm_dp_size_local" % (h, side, own, side))
+                bad_numbers = True
             spec = v.get("vllm_%s_lookup_rpc_port" % side)
             if not (_is_int(spec) or spec == "dp_rank"):
                 errors.append("%s: vllm_%s_lookup_rpc_port is %r: set an integer or 'dp_rank'" % (h, side, spec))
@@ -377,8 +396,12 @@ def _validate(inv: dict, allow_placeholders: bool = False):
     # Consistency within a side: these values are per group, not per host.
     inconsistent = False
     for side in SIDES:
-        for key in ("vllm_dp_size_local", "vllm_%s_tp_size" % side, "vllm_%s_kv_port" % side):
-            values = {h: hosts[h].get(key) for h in groups[side]}
+        for key in ("dp_size_local", "vllm_%s_tp_size" % side, "vllm_%s_kv_port" % side):
+            if key == "dp_size_local":
+                values = {h: side_local(hosts[h], side) for h in groups[side]}
+                key = "vllm_%s_dp_size_local" % side
+            else:
+                values = {h: hosts[h].get(key) for h in groups[side]}
             if len({int(x) for x in values.values()}) > 1:
                 errors.append("%s: %s differs between the %s hosts (%s): set one value for the group "
                               "(group_vars)" % (", ".join(groups[side]), key, side,
@@ -408,14 +431,15 @@ def _validate(inv: dict, allow_placeholders: bool = False):
         npus = int(v["a3_npus_per_node"])
         need = me["tp_size"] * me["dp_size_local"]
         if need > npus:
-            errors.append("%s: vllm_%s_tp_size %d x vllm_dp_size_local %d = %d NPUs, but the node has %d "
+            errors.append("%s: vllm_%s_tp_size %d x %s %d = %d NPUs, but the node has %d "
                           "(a3_npus_per_node): lower tp or dp_size_local"
-                          % (h, me["side"], me["tp_size"], me["dp_size_local"], need, npus))
+                          % (h, me["side"], me["tp_size"], side_local_key(v, me["side"]), me["dp_size_local"], need,
+                             npus))
         lookups = [i["lookup_rpc_port"] for i in me["instances"]]
         if len(set(lookups)) != len(lookups):
             errors.append("%s: vllm_%s_lookup_rpc_port gives the same value %s to several instances on this "
                           "host (it names the IPC socket /tmp/lookup_rpc_port_<port>_dp_rank<rank>): set it to "
-                          "'dp_rank' or use vllm_dp_size_local 1" % (h, me["side"], lookups))
+                          "'dp_rank' or one instance per node" % (h, me["side"], lookups))
         ranges = host_ports(h, topo, v)
         for i, (a1, b1, w1) in enumerate(ranges):
             for a2, b2, w2 in ranges[i + 1:]:

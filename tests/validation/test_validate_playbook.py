@@ -82,8 +82,8 @@ CASES = [
      None),
     ("duplicate_port", dict(group_vars={"proxy_port": 10521}),
      "p0: DP RPC port (vllm_dp_rpc_port) [10521-10521] is the same port as proxy port (proxy_port) [10521-10521]"),
-    ("lookup_not_unique", dict(group_vars={"vllm_dp_size_local": 2, "vllm_prefill_tp_size": 8, "vllm_decode_tp_size": 8}),
-     "p0, p1: vllm_prefill_lookup_rpc_port gives the same value [0, 0] to several instances on this host"),
+    ("side_layout_above_npus", dict(group_vars={"vllm_decode_dp_size_local": 4, "vllm_decode_tp_size": 8}),
+     "d0, d1: vllm_decode_tp_size 8 x vllm_decode_dp_size_local 4 = 32 NPUs, but the node has 16"),
     ("hugepages_not_multiple", dict(group_vars={"hugepages_target": "1001M"}),
      "p0, p1, d0, d1: hugepages_target 1001M is not a multiple of the page size 2M"),
 ]

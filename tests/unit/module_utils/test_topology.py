@@ -162,12 +162,39 @@ def test_duplicate_port_on_one_host():
     assert msg.startswith("p0: etcd client port (etcd_client_port) [2379-2379] is the same port as proxy port")
 
 
-def test_lookup_rpc_port_not_unique_per_host():
-    inv = inventory(vllm_dp_size_local=2, vllm_prefill_tp_size=8, vllm_decode_tp_size=8)
-    errors, _unused = T.validate(inv)
-    assert any(e.startswith("p0, p1: vllm_prefill_lookup_rpc_port gives the same value [0, 0]") for e in errors)
-    assert not any("vllm_decode_lookup_rpc_port" in e for e in errors)
+def test_an_integer_lookup_rpc_port_counts_up_per_local_instance():
+    # several instances on a host get distinct values (the IPC socket is named after it); one per node keeps it
+    topo = T.derive(inventory(vllm_dp_size_local=2, vllm_prefill_tp_size=8, vllm_decode_tp_size=8))
+    assert [i["lookup_rpc_port"] for i in topo["hosts"]["p1"]["instances"]] == [0, 1]
+    assert [i["lookup_rpc_port"] for i in topo["hosts"]["d1"]["instances"]] == [2, 3]   # dp_rank
+    assert [i["lookup_rpc_port"] for i in T.derive(inventory())["hosts"]["p1"]["instances"]] == [0]
 
+
+def test_per_side_layout_of_the_glm5_guide():
+    # vLLM-Ascend's GLM-5 guide on four A3 nodes: prefill DP4 x TP8 (2 per node), decode DP8 x TP4 (4 per node)
+    inv = inventory(vllm_prefill_dp_size_local=2, vllm_prefill_tp_size=8,
+                    vllm_decode_dp_size_local=4, vllm_decode_tp_size=4)
+    errors, _unused = T.validate(inv)
+    assert not errors, errors
+    topo = T.derive(inv)
+    assert topo["mooncake"] == {"prefill": {"dp_size": 4, "tp_size": 8}, "decode": {"dp_size": 8, "tp_size": 4}}
+    p1, d1 = topo["hosts"]["p1"], topo["hosts"]["d1"]
+    assert (p1["dp_size"], p1["dp_size_local"], p1["dp_rank_start"]) == (4, 2, 2)
+    assert [(i["dp_rank"], i["api_port"], i["devices"][0], i["devices"][-1], i["kv_ports"]) for i in p1["instances"]] == [
+        (2, 6700, 0, 7, [30016, 30023]), (3, 6701, 8, 15, [30024, 30031])]
+    assert (d1["dp_size"], d1["dp_rank_start"]) == (8, 4)
+    assert [i["devices"] for i in d1["instances"]][-1] == [12, 13, 14, 15]
+    assert [i["kv_ports"] for i in d1["instances"]] == [[30116, 30119], [30120, 30123], [30124, 30127], [30128, 30131]]
+    assert topo["sides"]["decode"]["api_ports"] == [6700, 6701, 6702, 6703] * 2
+    assert topo["sides"]["prefill"]["backend_hosts"] == ["192.0.2.11", "192.0.2.11", "192.0.2.12", "192.0.2.12"]
+
+
+def test_per_side_layout_must_fit_the_node():
+    errors, _unused = T.validate(inventory(vllm_decode_dp_size_local=4, vllm_decode_tp_size=8))
+    assert any(e.startswith("d0, d1: vllm_decode_tp_size 8 x vllm_decode_dp_size_local 4 = 32 NPUs, but the node has 16")
+               for e in errors), errors
+    errors, _unused = T.validate(inventory(vllm_prefill_dp_size_local=0))
+    assert any("vllm_prefill_dp_size_local is 0: set a positive integer" in e for e in errors), errors
 
 def test_hugepage_target_not_a_multiple():
     msg = _one_error(inventory(hugepages_target="1001M"))
