@@ -49,13 +49,12 @@ def test_wrapper_types_become_plain():
     hv = hosts_alone()
     hv["p0"]["a3_nic_name"] = Text("bond1")
     hv["p0"]["vllm_dp_size_local"] = True   # a bool stays a bool (validation rejects it by type)
-    inv = I.from_hostvars(hv, GROUPS, {"vllm_env_common": OrderedDict(A=Text("1"))}, keys=("a3_nic_name",
-                                                                                        "vllm_dp_size_local",
-                                                                                        "vllm_env_common"))
+    keys = ("a3_nic_name", "vllm_dp_size_local", "vllm_env_common")
+    inv = I.from_hostvars(hv, GROUPS, {"vllm_env_common": OrderedDict(A=Text("1"))}, keys=keys)
     p0 = inv["hosts"]["p0"]
-    assert type(p0["a3_nic_name"]) is str and p0["a3_nic_name"] == "bond1"
+    assert p0["a3_nic_name"].__class__ is str and p0["a3_nic_name"] == "bond1"
     assert p0["vllm_dp_size_local"] is True
-    assert type(p0["vllm_env_common"]) is dict and type(p0["vllm_env_common"]["A"]) is str
+    assert p0["vllm_env_common"].__class__ is dict and p0["vllm_env_common"]["A"].__class__ is str
 
 
 def test_the_collection_defaults_make_a_hosts_only_inventory_derive_the_seed_topology():
