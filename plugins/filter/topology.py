@@ -12,8 +12,10 @@ description:
     (dp size and rank starts, dp address, etcd and proxy hosts, proxy backend lists, DS_WORKER_ADDR,
     kv port ranges, the Mooncake prefill/decode blocks).
   - The same file provides C(size_gib), C(size_mib), C(size_bytes), C(meminfo), C(sections), C(stat_types),
-    C(cann_version) and C(port_hits) (the preflight's host read, see plugins/module_utils/_host.py), C(serve_lines), C(shell_dq),
-    C(launcher_argv) and C(engine_processes) (see plugins/module_utils/_render.py).
+    C(cann_version) and C(port_hits) (the preflight's host read, see plugins/module_utils/_host.py), C(preflight_host)
+    (every host judgement of the preflight on one node, from the registered host read and a dict of settings, see
+    plugins/module_utils/_preflight.py), C(serve_lines), C(shell_dq), C(launcher_argv), C(engine_processes) and
+    C(engine_env) (vllm_env_common, then vllm_<side>_env, then vllm_env_extra, see plugins/module_utils/_render.py).
 positional: _input
 options:
   _input:
@@ -40,11 +42,12 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._host import (
-    cann_version, parse_sections, parse_stat, port_hits)
+    cann_version, parse_meminfo, parse_sections, parse_stat, port_hits)
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import from_hostvars
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._preflight import judge_host_read
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._prom import prom_sum
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
-    engine_processes, launcher_argv, serve_lines, shell_dq)
+    engine_env, engine_processes, launcher_argv, serve_lines, shell_dq)
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import (
     TOPOLOGY_KEYS, TopologyError, backends, derive, docker_size, parse_size, size_gib, size_mib)
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
@@ -66,14 +69,12 @@ def _size(func, value):
         raise AnsibleFilterError(str(exc))
 
 
-def meminfo(text):
-    """/proc/meminfo as {name: value text}, e.g. {'Hugepagesize': '2048 kB', 'HugePages_Total': '0'}."""
-    out = {}
-    for line in str(text).splitlines():
-        name, sep, value = line.partition(":")
-        if sep:
-            out[name.strip()] = value.strip()
-    return out
+def preflight_host(result, settings):
+    """The preflight's host judgments of one node: {problems, advisories, versions} (see _preflight.py)."""
+    try:
+        return judge_host_read(result, settings)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("preflight_host: %s" % exc)
 
 
 class FilterModule:
@@ -84,15 +85,17 @@ class FilterModule:
             "docker_size": lambda v: _size(docker_size, v),
             "size_mib": lambda v: _size(size_mib, v),
             "size_bytes": lambda v: _size(parse_size, v),
-            "meminfo": meminfo,
+            "meminfo": parse_meminfo,
             "sections": parse_sections,
             "stat_types": parse_stat,
             "cann_version": cann_version,
             "port_hits": port_hits,
+            "preflight_host": preflight_host,
             "backends": backends,
             "prom_sum": prom_sum,
             "serve_lines": serve_lines,
             "shell_dq": shell_dq,
             "launcher_argv": launcher_argv,
             "engine_processes": engine_processes,
+            "engine_env": engine_env,
         }

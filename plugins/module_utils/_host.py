@@ -24,6 +24,16 @@ def parse_sections(text):
     return out
 
 
+def parse_meminfo(text):
+    """/proc/meminfo lines as ``{name: value text}``, e.g. ``{'Hugepagesize': '2048 kB', 'HugePages_Total': '0'}``."""
+    out = {}
+    for line in str(text or '').splitlines():
+        name, sep, value = line.partition(':')
+        if sep:
+            out[name.strip()] = value.strip()
+    return out
+
+
 # ss -H -t -l -n -p:  "LISTEN 0 5 127.30.0.11:6700 0.0.0.0:* users:(("python3",pid=12,fd=3))"
 # -> local address, port, the users:(...) part; "[::]:22" -> "::", "127.0.0.53%lo:53" -> "127.0.0.53"
 _LISTENER = re.compile(r'\[?([^\s%\]]+)(?:%[^\s:\]]+)?\]?:(\d+)\s+\S+:\*[ \t]*(.*)$', re.MULTILINE)

@@ -16,6 +16,16 @@ _VAR_RE = re.compile(r"\$([A-Za-z_]\w*|\d|\{\w+\})")
 _OTHER_DOLLAR_RE = re.compile(r"\$(?![A-Za-z_\d]|\{\w+\})")
 
 
+def engine_env(common, side_env=None, extra=None) -> dict:
+    """The environment of vllm serve on one side: vllm_env_common, then vllm_<side>_env over it, then
+    vllm_env_extra over both (a later layer wins; keys keep their first position, as Jinja's combine does).
+    The vllm role (vllm_side_env) and the preflight's checks of that environment both read this."""
+    env = {}
+    for layer in (common, side_env, extra):
+        env.update(layer or {})
+    return env
+
+
 def serve_flag_pairs(flags: dict) -> list:
     """Ordered [flag, value-or-None] pairs: true -> bare flag, false/None -> omitted,
     dict/list -> JSON text, anything else -> str."""

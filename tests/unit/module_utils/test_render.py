@@ -204,3 +204,14 @@ def test_engine_processes_one_per_instance_with_its_own_kv_json():
     assert [p["argv"][p["argv"].index("--tensor-parallel-size") + 1] for p in procs] == ["8", "8"]
     with pytest.raises(KeyError):
         engine_processes(me, {}, {}, {0: "kv0"}, "/m", "::", "w")  # no kv config for dp rank 1
+
+
+def test_engine_env_layers_common_side_extra():
+    """vllm_side_env (roles/vllm) and preflight_engine_env (roles/preflight) are this one merge: later layers
+    win, a key keeps its first position (run_dp_template.sh exports in this order), the inputs stay as they were."""
+    from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import engine_env
+    common, side, extra = {"A": "1", "B": "$nic_name"}, {"B": "eth1", "C": "3"}, {"A": "0", "D": "4"}
+    got = engine_env(common, side, extra)
+    assert got == {"A": "0", "B": "eth1", "C": "3", "D": "4"} and list(got) == ["A", "B", "C", "D"]
+    assert common == {"A": "1", "B": "$nic_name"}
+    assert engine_env(common) == common and engine_env(None, None, None) == {}
