@@ -196,6 +196,7 @@ def test_per_side_layout_must_fit_the_node():
     errors, _unused = T.validate(inventory(vllm_prefill_dp_size_local=0))
     assert any("vllm_prefill_dp_size_local is 0: set a positive integer" in e for e in errors), errors
 
+
 def test_hugepage_target_not_a_multiple():
     msg = _one_error(inventory(hugepages_target="1001M"))
     assert msg.startswith("p0, p1, d0, d1: hugepages_target 1001M is not a multiple of the page size 2M")
