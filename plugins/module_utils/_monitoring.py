@@ -19,7 +19,8 @@ What is scraped, and on which path (all plain HTTP, path /metrics):
 The openYuanrong datasystem workers are not scraped: their observability data goes to log files only
 (gflags log_monitor / log_monitor_exporter; the datasystem documents "harddisk" as the only exporter, it
 writes resource.log under log_dir) and a worker serves no HTTP metrics endpoint. Whether a worker is
-registered in etcd is read from etcd instead (see the role monitoring's rules).
+registered in etcd is not exported as a metric yet (see A3DatasystemWorkerNotRegistered in the role
+monitoring's rules).
 """
 from __future__ import annotations
 
