@@ -393,7 +393,7 @@ def render_metrics(requests, snapshots, counters, start_time=None):
         out += ["# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.",
                 "# TYPE process_start_time_seconds gauge", "process_start_time_seconds %d" % int(start_time)]
     out += ["# HELP a3_proxy_requests_total Completion requests by endpoint and the HTTP status the client got.",
-           "# TYPE a3_proxy_requests_total counter"]
+            "# TYPE a3_proxy_requests_total counter"]
     for (endpoint, code), n in sorted(requests.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         out.append('a3_proxy_requests_total{endpoint="%s",code="%s"} %d' % (_label(endpoint), _label(code), n))
     out += ["# HELP a3_proxy_backend_up 1 when the backend is healthy and in the upstream rotation, else 0.",

@@ -30,7 +30,7 @@ def test_seed_layout_gives_one_target_per_rank_and_one_each_for_etcd_and_proxy()
     sd = M.file_sd(topology(), 8088)
     assert sorted(sd) == ["etcd", "proxy", "vllm"]
     assert [g["targets"] for g in sd["vllm"]] == [["192.0.2.11:6700"], ["192.0.2.12:6700"],
-                                                   ["192.0.2.13:6700"], ["192.0.2.14:6700"]]
+                                                  ["192.0.2.13:6700"], ["192.0.2.14:6700"]]
     assert sd["vllm"][1]["labels"] == {"component": "vllm", "side": "prefill", "host": "p1", "dp_rank": "1",
                                        "instance": "p1:6700"}
     assert sd["vllm"][3]["labels"]["side"] == "decode" and sd["vllm"][3]["labels"]["dp_rank"] == "1"
