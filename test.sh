@@ -2,7 +2,7 @@
 # All tests: static checks, unit/golden/validation tests, the simulation's own tests and the molecule
 # scenarios on the simulated A3 cluster. Installs and starts what it needs (./setup.sh, sim/cluster.sh).
 #   ./test.sh            everything
-#   ./test.sh fast       no simulated cluster (static + unit + golden + validation + ansible-test sanity +
+#   ./test.sh fast       no simulated cluster (static + unit + golden + validation + alert rules + ansible-test sanity +
 #                        the installed tarball's render)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -17,8 +17,13 @@ step "yamllint";         yamllint -s .
 # so a copy of the collection in ~/.ansible/collections cannot shadow the checkout.
 step "ansible-lint";     ANSIBLE_HOME="$PWD/.cache/ansible-lint-home" ansible-lint --offline -q
 step "collection build"; ansible-galaxy collection build --force --output-path .cache/build >/dev/null && ls .cache/build
-step "unit, golden, validation and lint tests"
-pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/sim/test_tools.py \
+step "unit, golden, validation, lint and alert-rule tests"
+# promtool (Debian's prometheus package) runs the alert rules' unit tests; tests/monitoring fails without it.
+if ! command -v promtool >/dev/null; then
+  { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; } >/dev/null \
+    || { echo "test.sh: promtool is missing and apt-get install prometheus failed" >&2; exit 1; }
+fi
+pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/monitoring tests/sim/test_tools.py \
   tests/sim/test_loadgen.py
 step "ansible-test sanity (offline; tests/sanity.sh)"
 tests/sanity.sh

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -619,6 +620,82 @@ def test_api_contract_models_404_metrics_stream(sim):
         assert f'{name}{{engine="0",model_name="glm-5.1"}}' in m, name
     assert m['vllm:time_to_first_token_seconds_count{engine="0",model_name="glm-5.1"}'] == 3
     assert "Prefix cache hit rate:" in e.output()
+    assert e.stop() == 0
+
+
+# vLLM 0.18's PrometheusStatLogger (vllm/v1/metrics/loggers.py): name -> type as the text format shows it
+# (prometheus_client puts _total on a counter's HELP/TYPE lines too). The alert rules of the role monitoring
+# and the gate read these.
+VLLM_METRICS = {
+    "vllm:num_requests_running": "gauge", "vllm:num_requests_waiting": "gauge",
+    "vllm:engine_sleep_state": "gauge", "vllm:kv_cache_usage_perc": "gauge",
+    "vllm:prefix_cache_queries_total": "counter", "vllm:prefix_cache_hits_total": "counter",
+    "vllm:external_prefix_cache_queries_total": "counter", "vllm:external_prefix_cache_hits_total": "counter",
+    "vllm:num_preemptions_total": "counter", "vllm:prompt_tokens_total": "counter",
+    "vllm:prompt_tokens_by_source_total": "counter", "vllm:prompt_tokens_cached_total": "counter",
+    "vllm:generation_tokens_total": "counter", "vllm:request_success_total": "counter",
+    "vllm:time_to_first_token_seconds": "histogram", "vllm:inter_token_latency_seconds": "histogram",
+    "vllm:request_time_per_output_token_seconds": "histogram", "vllm:e2e_request_latency_seconds": "histogram",
+    "vllm:request_queue_time_seconds": "histogram", "vllm:request_inference_time_seconds": "histogram",
+    "vllm:request_prefill_time_seconds": "histogram", "vllm:request_decode_time_seconds": "histogram",
+    "process_start_time_seconds": "gauge",
+}
+
+
+def test_metrics_carry_vllm_names_types_and_move_under_load(sim):
+    e = sim.engine("metrics", P0, args=["--max-num-seqs", "2"], env=sim.env(P0, A3SIM_US_PER_OUTPUT_TOKEN=20000))
+    e.wait_ready()
+    status, body = http("GET", e.base + "/metrics")
+    text = body.decode()
+    types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE "))
+    assert {k: types.get(k) for k in VLLM_METRICS} == VLLM_METRICS
+    for line in text.splitlines():   # every sample belongs to a declared family
+        if line and not line.startswith("#"):
+            sample = line.split("{")[0].split(" ")[0]
+            family = re.sub(r"_(bucket|count|sum)$", "", sample)
+            assert sample in types or family in types, line
+    before = e.metrics()
+    assert before['vllm:request_success_total{engine="0",finished_reason="repetition",model_name="glm-5.1"}'] == 0
+    assert before['vllm:engine_sleep_state{engine="0",model_name="glm-5.1",sleep_state="awake"}'] == 1
+    # load: four concurrent requests on two slots -> some wait, all run, then everything is counted
+    seen = {"running": 0, "waiting": 0}
+    results = []
+
+    def one(i):
+        results.append(http("POST", e.base + "/v1/completions",
+                            {"prompt": " ".join(f"q{i}w{j}" for j in range(200)), "max_tokens": 20}, timeout=60)[0])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        seen["running"] = max(seen["running"], e.metric("vllm:num_requests_running"))
+        seen["waiting"] = max(seen["waiting"], e.metric("vllm:num_requests_waiting"))
+        time.sleep(0.02)
+    for t in threads:
+        t.join()
+    assert results == [200] * 4
+    assert seen["running"] == 2 and seen["waiting"] >= 1, seen
+    m = e.metrics()
+    lab = '{engine="0",model_name="glm-5.1"}'
+    assert m["vllm:num_requests_running" + lab] == 0 and m["vllm:num_requests_waiting" + lab] == 0
+    assert m["vllm:generation_tokens_total" + lab] == 80
+    prompt = m["vllm:prompt_tokens_total" + lab]
+    assert prompt >= 800 and prompt == m["vllm:prefix_cache_queries_total" + lab]
+    assert m['vllm:request_success_total{engine="0",finished_reason="length",model_name="glm-5.1"}'] == 4
+    assert sum(v for k, v in m.items() if k.startswith("vllm:prompt_tokens_by_source_total")) == prompt
+    for hist in ("time_to_first_token_seconds", "e2e_request_latency_seconds", "request_queue_time_seconds",
+                 "request_prefill_time_seconds", "request_decode_time_seconds", "request_inference_time_seconds",
+                 "request_time_per_output_token_seconds"):
+        assert m[f"vllm:{hist}_count" + lab] == 4, hist
+    assert m["vllm:inter_token_latency_seconds_count" + lab] == 4 * 19
+    # 19 gaps of 20 ms each: all inter-token latencies in the 0.025 bucket, none below 0.01
+    assert m['vllm:inter_token_latency_seconds_bucket{engine="0",le="0.01",model_name="glm-5.1"}'] == 0
+    assert m['vllm:inter_token_latency_seconds_bucket{engine="0",le="0.025",model_name="glm-5.1"}'] == 76
+    assert m["vllm:request_queue_time_seconds_sum" + lab] > 0.2      # two requests waited for a slot
+    assert m["vllm:e2e_request_latency_seconds_sum" + lab] > m["vllm:time_to_first_token_seconds_sum" + lab]
+    assert m["vllm:kv_cache_usage_perc" + lab] > before["vllm:kv_cache_usage_perc" + lab]
     assert e.stop() == 0
 
 

@@ -295,6 +295,13 @@ def test_metrics_text():
         assert line.startswith("#") or len(line.rsplit(" ", 1)) == 2
 
 
+def test_metrics_carry_the_process_start_time():
+    text = a3.render_metrics({}, [], {}, start_time=1700000000.7)
+    assert "# TYPE process_start_time_seconds gauge" in text.splitlines()
+    assert "process_start_time_seconds 1700000000" in text.splitlines()
+    assert "process_start_time_seconds" not in a3.render_metrics({}, [], {})
+
+
 def test_metrics_labels_are_escaped():
     text = a3.render_metrics({('/v1/"x"', "200"): 1}, [], {})
     assert 'endpoint="/v1/\\"x\\""' in text

@@ -385,10 +385,15 @@ def _label(value):
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render_metrics(requests, snapshots, counters):
-    """Prometheus text. requests: {(endpoint, code): n}; counters: {name: n} of the *_total counters."""
-    out = ["# HELP a3_proxy_requests_total Completion requests by endpoint and the HTTP status the client got.",
-           "# TYPE a3_proxy_requests_total counter"]
+def render_metrics(requests, snapshots, counters, start_time=None):
+    """Prometheus text. requests: {(endpoint, code): n}; counters: {name: n} of the *_total counters;
+    start_time: the process start (epoch s), exported as process_start_time_seconds (restart alerts)."""
+    out = []
+    if start_time is not None:
+        out += ["# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.",
+                "# TYPE process_start_time_seconds gauge", "process_start_time_seconds %d" % int(start_time)]
+    out += ["# HELP a3_proxy_requests_total Completion requests by endpoint and the HTTP status the client got.",
+            "# TYPE a3_proxy_requests_total counter"]
     for (endpoint, code), n in sorted(requests.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         out.append('a3_proxy_requests_total{endpoint="%s",code="%s"} %d' % (_label(endpoint), _label(code), n))
     out += ["# HELP a3_proxy_backend_up 1 when the backend is healthy and in the upstream rotation, else 0.",
@@ -635,6 +640,7 @@ class HonestProxy(object):
         self._lifespan_cm = None
         self._retry_after = [(b"retry-after", str(options.a3_retry_after).encode())]
         now = time.time()
+        self.started = now
         args = upstream.global_args
         for role, instances in (("prefill", args.prefiller_instances), ("decode", args.decoder_instances)):
             for host, port in instances:
@@ -805,7 +811,7 @@ class HonestProxy(object):
                 return await _send_json(send, status, body, self._retry_after if status == 503 else ())
             if path == "/a3/backends":
                 return await _send_json(send, 200, sorted(self.snapshots(), key=lambda s: (s["role"], s["backend"])))
-            text = render_metrics(self.requests, self.snapshots(), self.counters).encode()
+            text = render_metrics(self.requests, self.snapshots(), self.counters, self.started).encode()
             return await _send_bytes(send, 200, text, b"text/plain; version=0.0.4; charset=utf-8")
         if path in COMPLETION_PATHS and method == "POST":
             return await self._completion(scope, receive, send)

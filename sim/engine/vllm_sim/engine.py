@@ -15,6 +15,12 @@ from vllm_sim.prefix import BLOCK_SIZE, LocalPrefixCache, block_hashes, tokenize
 
 TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
                 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
+# Names, types, labels and buckets as vLLM 0.18's PrometheusStatLogger (vllm/v1/metrics/loggers.py) registers
+# them; prometheus_client adds _total to a counter's name in the text format, HELP and TYPE lines included.
+ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+               40.0, 80.0]
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
 E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
 GARBAGE = ["ĠĠ", "!!", "锟斤拷", "\ufffd", "<unk>", "ÃÂ", "@@", "。。", "zz", "##", "ðŁ", "\u200b!"]
@@ -49,6 +55,9 @@ class Outcome:
     error: tuple = None        # (status, message, type)
     token_delay: float = 0.0
     ttft: float = 0.0
+    queued: float = 0.0        # seconds from arrival until the request got a slot
+    local_hit: int = 0
+    ext_hit: int = 0
 
 
 class Histogram:
@@ -76,8 +85,16 @@ class Stats:
         self.prompt_tokens = 0
         self.gen_tokens = 0
         self.success = {}
+        self.by_source = dict.fromkeys(PROMPT_SOURCES, 0)
+        self.cached_tokens = 0
         self.ttft = Histogram(TTFT_BUCKETS)
+        self.itl = Histogram(ITL_BUCKETS)
+        self.tpot = Histogram(ITL_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
+        self.queue = Histogram(E2E_BUCKETS)
+        self.inference = Histogram(E2E_BUCKETS)
+        self.prefill = Histogram(E2E_BUCKETS)
+        self.decode = Histogram(E2E_BUCKETS)
         self.running = 0
         self.waiting = 0
         self.win_local = deque(maxlen=1000)
@@ -143,7 +160,7 @@ class Engine:
         ctx = self.ctx
         tokens = tokenize(req.prompt_text)
         n = len(tokens)
-        out = Outcome(prompt_tokens=n)
+        out = Outcome(prompt_tokens=n, queued=time.monotonic() - req.arrival)
         if ctx.max_model_len and n + (req.max_tokens or 0) > ctx.max_model_len:
             where = "messages" if req.kind == "chat" else "prompt"
             out.error = (400, f"This model's maximum context length is {ctx.max_model_len} tokens. "
@@ -274,6 +291,7 @@ class Engine:
             out.pieces = pieces
             out.finish_reason = "stop"
         out.cached_tokens = local_hit + ext_hit
+        out.local_hit, out.ext_hit = local_hit, ext_hit
         out.token_delay = self.us_out / 1e6
         out.ttft = time.monotonic() - req.arrival + out.token_delay
 
@@ -313,8 +331,22 @@ class Engine:
                 s.since_prompt += out.prompt_tokens
                 s.since_gen += len(out.pieces)
                 s.success[out.finish_reason] = s.success.get(out.finish_reason, 0) + 1
+                s.cached_tokens += out.cached_tokens
+                s.by_source["local_cache_hit"] += out.local_hit
+                s.by_source["external_kv_transfer"] += out.ext_hit
+                s.by_source["local_compute"] += max(0, out.prompt_tokens - out.local_hit - out.ext_hit)
+                e2e = now - req.arrival
+                decode = max(0.0, e2e - out.ttft)
                 s.ttft.observe(out.ttft)
-                s.e2e.observe(now - req.arrival)
+                s.e2e.observe(e2e)
+                s.queue.observe(out.queued)
+                s.inference.observe(max(0.0, e2e - out.queued))
+                s.prefill.observe(max(0.0, out.ttft - out.queued))
+                s.decode.observe(decode)
+                for _unused in range(max(0, len(out.pieces) - 1)):
+                    s.itl.observe(out.token_delay)
+                if len(out.pieces) > 1:
+                    s.tpot.observe(decode / (len(out.pieces) - 1))
         if not self.ctx.disable_log_stats:
             self.log_stats()
 
@@ -341,53 +373,85 @@ class Engine:
 
     # ------------------------------------------------------------------ metrics
     def prometheus(self):
+        """/metrics as vLLM 0.18 serves it (prometheus_client text format 0.0.4): the PrometheusStatLogger
+        names of vllm/v1/metrics/loggers.py with their types, labels (model_name, engine) and buckets, plus the
+        process collector's process_start_time_seconds. Values follow the simulated load."""
         name = self.ctx.served_names[0]
-        lab = f'engine="{self.ctx.dp_rank}",model_name="{name}"'
+        eng = str(self.ctx.dp_rank)
         lines = []
 
-        def metric(mname, mtype, help_, value, suffix=""):
+        def lab(**extra):
+            pairs = dict(engine=eng, model_name=name, **extra)
+            return "{" + ",".join(f'{k}="{pairs[k]}"' for k in sorted(pairs)) + "}"
+
+        def head(mname, mtype, help_):
             lines.append(f"# HELP {mname} {help_}")
             lines.append(f"# TYPE {mname} {mtype}")
-            lines.append(f"{mname}{suffix}{{{lab}}} {float(value)}")
+
+        def gauge(mname, help_, value):
+            head(mname, "gauge", help_)
+            lines.append(f"{mname}{lab()} {float(value)}")
+
+        def counter(mname, help_, values):
+            """values: a number, or {(label, value): number} for one extra label."""
+            head(mname + "_total", "counter", help_)
+            if isinstance(values, dict):
+                for (key, val), v in values.items():
+                    lines.append(f"{mname}_total{lab(**{key: val})} {float(v)}")
+            else:
+                lines.append(f"{mname}_total{lab()} {float(values)}")
 
         def hist(mname, help_, h):
-            lines.append(f"# HELP {mname} {help_}")
-            lines.append(f"# TYPE {mname} histogram")
+            head(mname, "histogram", help_)
             for b, c in zip(h.buckets, h.counts):
-                lines.append(f'{mname}_bucket{{engine="{self.ctx.dp_rank}",le="{float(b)}",model_name="{name}"}} '
-                             f"{float(c)}")
-            lines.append(f'{mname}_bucket{{engine="{self.ctx.dp_rank}",le="+Inf",model_name="{name}"}} '
-                         f"{float(h.total)}")
-            lines.append(f"{mname}_count{{{lab}}} {float(h.total)}")
-            lines.append(f"{mname}_sum{{{lab}}} {h.sum}")
+                lines.append(f"{mname}_bucket{lab(le=float(b))} {float(c)}")
+            lines.append(f"{mname}_bucket{lab(le='+Inf')} {float(h.total)}")
+            lines.append(f"{mname}_count{lab()} {float(h.total)}")
+            lines.append(f"{mname}_sum{lab()} {h.sum}")
 
         with self.stats.lock:
             s = self.stats
-            metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
-                   s.running)
-            metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
-                   s.waiting)
-            metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-                   self.local.usage())
-            metric("vllm:prefix_cache_queries", "counter",
-                   "Prefix cache queries, in terms of number of queried tokens.", s.prefix_queries, "_total")
-            metric("vllm:prefix_cache_hits", "counter",
-                   "Prefix cache hits, in terms of number of cached tokens.", s.prefix_hits, "_total")
-            metric("vllm:external_prefix_cache_queries", "counter",
-                   "External prefix cache queries from KV connector cross-instance cache sharing, "
-                   "in terms of number of queried tokens.", s.ext_queries, "_total")
-            metric("vllm:external_prefix_cache_hits", "counter",
-                   "External prefix cache hits from KV connector cross-instance cache sharing, "
-                   "in terms of number of cached tokens.", s.ext_hits, "_total")
-            metric("vllm:prompt_tokens", "counter", "Number of prefill tokens processed.", s.prompt_tokens,
-                   "_total")
-            metric("vllm:generation_tokens", "counter", "Number of generation tokens processed.",
-                   s.gen_tokens, "_total")
-            lines.append("# HELP vllm:request_success Count of successfully processed requests.")
-            lines.append("# TYPE vllm:request_success counter")
-            for reason in ("stop", "length", "abort"):
-                lines.append(f'vllm:request_success_total{{engine="{self.ctx.dp_rank}",'
-                             f'finished_reason="{reason}",model_name="{name}"}} {float(s.success.get(reason, 0))}')
+            head("process_start_time_seconds", "gauge",
+                 "Start time of the process since unix epoch in seconds.")
+            lines.append(f"process_start_time_seconds {float(int(self.ctx.start_time))}")
+            gauge("vllm:num_requests_running", "Number of requests in model execution batches.", s.running)
+            gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.waiting)
+            head("vllm:engine_sleep_state", "gauge",
+                 "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+                 "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.")
+            for state, v in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
+                lines.append(f"vllm:engine_sleep_state{lab(sleep_state=state)} {float(v)}")
+            gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", self.local.usage())
+            counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+                    s.prefix_queries)
+            counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+                    s.prefix_hits)
+            counter("vllm:external_prefix_cache_queries",
+                    "External prefix cache queries from KV connector cross-instance cache sharing, "
+                    "in terms of number of queried tokens.", s.ext_queries)
+            counter("vllm:external_prefix_cache_hits",
+                    "External prefix cache hits from KV connector cross-instance cache sharing, "
+                    "in terms of number of cached tokens.", s.ext_hits)
+            counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", 0)
+            counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
+            counter("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
+                    {("source", src): s.by_source[src] for src in PROMPT_SOURCES})
+            counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
+                    s.cached_tokens)
+            counter("vllm:generation_tokens", "Number of generation tokens processed.", s.gen_tokens)
+            counter("vllm:request_success", "Count of successfully processed requests.",
+                    {("finished_reason", r): s.success.get(r, 0) for r in FINISH_REASONS})
             hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft)
+            hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl)
+            hist("vllm:request_time_per_output_token_seconds",
+                 "Histogram of time_per_output_token_seconds per request.", s.tpot)
             hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", s.e2e)
+            hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+                 s.queue)
+            hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+                 s.inference)
+            hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+                 s.prefill)
+            hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+                 s.decode)
         return "\n".join(lines) + "\n"

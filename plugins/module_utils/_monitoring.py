@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to ascend.vllm_pd
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus scrape targets of the deployment, derived from the topology (roles/common's fact a3).
+
+Pure functions, no Ansible imports: the filter plugin (plugins/filter/monitoring.py) and plain pytest
+tests call these. The output is Prometheus file_sd: one JSON list of target groups per job, each group
+{"targets": ["ip:port"], "labels": {...}}. Every group carries the labels the alert rules of the role
+monitoring match on: component (vllm, etcd, proxy), side (prefill/decode: the side of the host the
+target runs on), host (inventory name), instance (host:port, readable in alerts) and, for an engine
+rank, dp_rank. A site's Prometheus reads the files with file_sd_configs; labels it sets itself (job)
+stay its own.
+
+What is scraped, and on which path (all plain HTTP, path /metrics):
+  vllm   every engine rank: the API server of dp rank r listens on vllm_api_port + local rank and serves
+         vLLM's PrometheusStatLogger (vllm:* names) on the same port
+  etcd   the etcd host's client port (etcd serves /metrics on its client URLs)
+  proxy  the proxy host's proxy_port (a3_proxy.py serves a3_proxy_* names)
+The openYuanrong datasystem workers are not scraped: their observability data goes to log files only
+(gflags log_monitor / log_monitor_exporter; the datasystem documents "harddisk" as the only exporter, it
+writes resource.log under log_dir) and a worker serves no HTTP metrics endpoint. Whether a worker is
+registered in etcd is not exported as a metric yet (see A3DatasystemWorkerNotRegistered in the role
+monitoring's rules).
+"""
+from __future__ import annotations
+
+from ._topology import SIDES
+
+# job name -> file name (without .json) of its target file
+JOBS = ("vllm", "etcd", "proxy")
+
+
+class MonitoringError(ValueError):
+    """The topology lacks what the targets need."""
+
+
+def _hostport(ip, port):
+    ip = str(ip)
+    return ("[%s]:%d" % (ip, int(port))) if ":" in ip else ("%s:%d" % (ip, int(port)))
+
+
+def _labels(topo, host, component, port, cluster, extra=None):
+    me = topo["hosts"][host]
+    labels = {"component": component, "side": me["side"], "host": host,
+              "instance": "%s:%d" % (host, int(port))}
+    if cluster:
+        labels["cluster"] = str(cluster)
+    labels.update(extra or {})
+    return labels
+
+
+def file_sd(topo: dict, proxy_port: int, cluster: str = "") -> dict:
+    """{job: [target group, ...]} for the jobs of JOBS, from the derived topology.
+
+    proxy_port is not part of the topology (the proxy role's port); the etcd port is, in etcd_address.
+    cluster, when not empty, is added as the label cluster to every group (several deployments in one
+    Prometheus)."""
+    try:
+        hosts = topo["hosts"]
+        engines = []
+        for side in SIDES:
+            for host in topo["sides"][side]["hosts"]:
+                me = hosts[host]
+                for inst in me["instances"]:
+                    engines.append({
+                        "targets": [_hostport(me["business_ip"], inst["api_port"])],
+                        "labels": _labels(topo, host, "vllm", inst["api_port"], cluster,
+                                          {"dp_rank": str(inst["dp_rank"])}),
+                    })
+        etcd_host, proxy_host = topo["etcd_host"], topo["proxy_host"]
+        etcd_address = topo["etcd_address"]
+    except (KeyError, TypeError) as exc:
+        raise MonitoringError("the topology lacks %s: pass the fact a3 of roles/common" % exc)
+    if etcd_host not in hosts or not etcd_address:
+        raise MonitoringError("the etcd host %r is not a host of the topology" % (etcd_host,))
+    if proxy_host not in hosts:
+        raise MonitoringError("the proxy host %r is not a host of the topology" % (proxy_host,))
+    try:
+        proxy_port = int(proxy_port)
+    except (TypeError, ValueError):
+        raise MonitoringError("proxy_port %r is not a port number" % (proxy_port,))
+    etcd_port = int(str(etcd_address).rsplit(":", 1)[1])
+    return {
+        "vllm": engines,
+        "etcd": [{"targets": [_hostport(hosts[etcd_host]["business_ip"], etcd_port)],
+                  "labels": _labels(topo, etcd_host, "etcd", etcd_port, cluster)}],
+        "proxy": [{"targets": [_hostport(hosts[proxy_host]["business_ip"], proxy_port)],
+                   "labels": _labels(topo, proxy_host, "proxy", proxy_port, cluster)}],
+    }
+
+
+def dp_sizes(topo: dict) -> dict:
+    """{side: number of engine ranks} (what a complete DP group has; the rules compare with it)."""
+    return {side: int(topo["sides"][side]["dp_size"]) for side in SIDES}
+
+
+def ds_workers(topo: dict) -> list:
+    """[{host, side, worker}] of every datasystem worker (its etcd key /datasystem/cluster/<worker>)."""
+    out = []
+    for side in SIDES:
+        for host in topo["sides"][side]["hosts"]:
+            out.append({"host": host, "side": side, "worker": topo["hosts"][host]["ds_worker_addr"]})
+    return out

@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+"""Prometheus file_sd targets derived from the topology (pure functions)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.ascend.vllm_pd.plugins.module_utils import _monitoring as M
+from ansible_collections.ascend.vllm_pd.plugins.module_utils import _topology as T
+
+BASE_HOST = {
+    "a3_npus_per_node": 16, "a3_etcd_host": "", "a3_proxy_host": "",
+    "vllm_dp_size_local": 1, "vllm_api_port": 6700, "vllm_dp_rpc_port": 10521,
+    "vllm_prefill_tp_size": 16, "vllm_decode_tp_size": 16,
+    "vllm_prefill_kv_port": 30000, "vllm_decode_kv_port": 30100,
+    "vllm_prefill_lookup_rpc_port": 0, "vllm_decode_lookup_rpc_port": "dp_rank",
+    "etcd_client_port": 2379, "etcd_peer_port": 2380, "yuanrong_worker_port": 18481, "proxy_port": 8088,
+    "hugepages_target": "500G", "hugepages_page_size": "2M",
+}
+IPS = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}
+
+
+def topology(**overrides):
+    hosts = {name: dict(BASE_HOST, a3_business_ip=ip, a3_nic_name="bond0", **overrides) for name, ip in IPS.items()}
+    return T.derive({"groups": {"prefill": ["p0", "p1"], "decode": ["d0", "d1"]}, "hosts": hosts})
+
+
+def test_seed_layout_gives_one_target_per_rank_and_one_each_for_etcd_and_proxy():
+    sd = M.file_sd(topology(), 8088)
+    assert sorted(sd) == ["etcd", "proxy", "vllm"]
+    assert [g["targets"] for g in sd["vllm"]] == [["192.0.2.11:6700"], ["192.0.2.12:6700"],
+                                                  ["192.0.2.13:6700"], ["192.0.2.14:6700"]]
+    assert sd["vllm"][1]["labels"] == {"component": "vllm", "side": "prefill", "host": "p1", "dp_rank": "1",
+                                       "instance": "p1:6700"}
+    assert sd["vllm"][3]["labels"]["side"] == "decode" and sd["vllm"][3]["labels"]["dp_rank"] == "1"
+    assert sd["etcd"] == [{"targets": ["192.0.2.11:2379"],
+                           "labels": {"component": "etcd", "side": "prefill", "host": "p0", "instance": "p0:2379"}}]
+    assert sd["proxy"] == [{"targets": ["192.0.2.11:8088"],
+                            "labels": {"component": "proxy", "side": "prefill", "host": "p0", "instance": "p0:8088"}}]
+
+
+def test_every_label_value_is_a_string_and_the_groups_are_json():
+    """file_sd requires string label values; the files are written with to_nice_json."""
+    sd = M.file_sd(topology(), "8088", cluster="a3-prod")
+    for groups in sd.values():
+        json.dumps(groups)
+        for group in groups:
+            assert all(isinstance(v, str) for v in group["labels"].values())
+            assert group["labels"]["cluster"] == "a3-prod"
+
+
+def test_several_ranks_per_node_get_consecutive_ports_and_global_ranks():
+    topo = topology(vllm_dp_size_local=2, vllm_prefill_tp_size=8, vllm_decode_tp_size=8)
+    sd = M.file_sd(topo, 8088)
+    got = [(g["labels"]["host"], g["labels"]["dp_rank"], g["targets"][0]) for g in sd["vllm"]]
+    assert got[:4] == [("p0", "0", "192.0.2.11:6700"), ("p0", "1", "192.0.2.11:6701"),
+                       ("p1", "2", "192.0.2.12:6700"), ("p1", "3", "192.0.2.12:6701")]
+    assert len({g["labels"]["instance"] for g in sd["vllm"]}) == 8
+    assert M.dp_sizes(topo) == {"prefill": 4, "decode": 4}
+
+
+def test_etcd_and_proxy_follow_their_hosts_and_ports():
+    topo = topology(a3_etcd_host="p1", a3_proxy_host="d0", etcd_client_port=12379)
+    sd = M.file_sd(topo, 9000)
+    assert sd["etcd"][0]["targets"] == ["192.0.2.12:12379"] and sd["etcd"][0]["labels"]["host"] == "p1"
+    assert sd["proxy"][0]["targets"] == ["192.0.2.13:9000"] and sd["proxy"][0]["labels"]["side"] == "decode"
+
+
+def test_ipv6_addresses_are_bracketed():
+    hosts = {name: dict(BASE_HOST, a3_business_ip="2001:db8::%d" % i, a3_nic_name="bond0")
+             for i, name in enumerate(IPS, 1)}
+    topo = T.derive({"groups": {"prefill": ["p0", "p1"], "decode": ["d0", "d1"]}, "hosts": hosts})
+    sd = M.file_sd(topo, 8088)
+    assert sd["vllm"][0]["targets"] == ["[2001:db8::1]:6700"]
+    assert sd["etcd"][0]["targets"] == ["[2001:db8::1]:2379"]
+
+
+def test_datasystem_workers_are_listed_for_the_registration_rule():
+    assert M.ds_workers(topology()) == [
+        {"host": "p0", "side": "prefill", "worker": "192.0.2.11:18481"},
+        {"host": "p1", "side": "prefill", "worker": "192.0.2.12:18481"},
+        {"host": "d0", "side": "decode", "worker": "192.0.2.13:18481"},
+        {"host": "d1", "side": "decode", "worker": "192.0.2.14:18481"}]
+
+
+@pytest.mark.parametrize("broken, message", [
+    (lambda t: t.pop("hosts"), "lacks"),
+    (lambda t: t.update(proxy_host="x9"), "proxy host"),
+    (lambda t: t.update(etcd_host="x9"), "etcd host"),
+])
+def test_an_unusable_topology_is_an_error_naming_what_lacks(broken, message):
+    topo = topology()
+    broken(topo)
+    with pytest.raises(M.MonitoringError, match=message):
+        M.file_sd(topo, 8088)
+
+
+def test_a_bad_proxy_port_is_an_error():
+    with pytest.raises(M.MonitoringError, match="proxy_port"):
+        M.file_sd(topology(), "eighty")
