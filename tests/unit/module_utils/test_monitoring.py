@@ -8,22 +8,17 @@ import pytest
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils import _monitoring as M
 from ansible_collections.ascend.vllm_pd.plugins.module_utils import _topology as T
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import from_hostvars
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
 
-BASE_HOST = {
-    "a3_npus_per_node": 16, "a3_etcd_host": "", "a3_proxy_host": "",
-    "vllm_dp_size_local": 1, "vllm_api_port": 6700, "vllm_dp_rpc_port": 10521,
-    "vllm_prefill_tp_size": 16, "vllm_decode_tp_size": 16,
-    "vllm_prefill_kv_port": 30000, "vllm_decode_kv_port": 30100,
-    "vllm_prefill_lookup_rpc_port": 0, "vllm_decode_lookup_rpc_port": "dp_rank",
-    "etcd_client_port": 2379, "etcd_peer_port": 2380, "yuanrong_worker_port": 18481, "proxy_port": 8088,
-    "hugepages_target": "500G", "hugepages_page_size": "2M",
-}
 IPS = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}
 
 
 def topology(**overrides):
-    hosts = {name: dict(BASE_HOST, a3_business_ip=ip, a3_nic_name="bond0", **overrides) for name, ip in IPS.items()}
-    return T.derive({"groups": {"prefill": ["p0", "p1"], "decode": ["d0", "d1"]}, "hosts": hosts})
+    """The topology of four hosts set only by IP and NIC (plus overrides): the rest is the collection's defaults."""
+    hostvars = {name: dict(a3_business_ip=ip, a3_nic_name="bond0", **overrides) for name, ip in IPS.items()}
+    groups = {"prefill": ["p0", "p1"], "decode": ["d0", "d1"]}
+    return T.derive(from_hostvars(hostvars, groups, role_defaults(), keys=T.TOPOLOGY_KEYS))
 
 
 def test_seed_layout_gives_one_target_per_rank_and_one_each_for_etcd_and_proxy():
@@ -68,9 +63,9 @@ def test_etcd_and_proxy_follow_their_hosts_and_ports():
 
 
 def test_ipv6_addresses_are_bracketed():
-    hosts = {name: dict(BASE_HOST, a3_business_ip="2001:db8::%d" % i, a3_nic_name="bond0")
-             for i, name in enumerate(IPS, 1)}
-    topo = T.derive({"groups": {"prefill": ["p0", "p1"], "decode": ["d0", "d1"]}, "hosts": hosts})
+    hostvars = {name: dict(a3_business_ip="2001:db8::%d" % i, a3_nic_name="bond0") for i, name in enumerate(IPS, 1)}
+    topo = T.derive(from_hostvars(hostvars, {"prefill": ["p0", "p1"], "decode": ["d0", "d1"]}, role_defaults(),
+                                  keys=T.TOPOLOGY_KEYS))
     sd = M.file_sd(topo, 8088)
     assert sd["vllm"][0]["targets"] == ["[2001:db8::1]:6700"]
     assert sd["etcd"][0]["targets"] == ["[2001:db8::1]:2379"]
