@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 COPIES = {
     "usr/local/libexec/ascend-vllm-pd/a3_supervise.py": "roles/supervise/files/a3_supervise.py",
     "var/lib/ascend-vllm-pd/a3_proxy.py": "roles/proxy/files/a3_proxy.py",
+    "etc/prometheus/file_sd/ascend-vllm-pd/grafana/ascend-vllm-pd-dashboard.json":
+        "roles/monitoring/files/ascend-vllm-pd-dashboard.json",
 }
 
 
@@ -27,9 +29,9 @@ def copies(root: Path):
 
 def test_verbatim_copies_equal_their_sources(rendered_a3):
     found = copies(rendered_a3)
-    # the helper on every node, the proxy wrapper on the proxy host only
+    # the helper on every node, the proxy wrapper and the Grafana dashboard on the proxy host only
     assert sorted(found) == sorted(["%s/%s" % (h, list(COPIES)[0]) for h in ("d0", "d1", "p0", "p1")]
-                                   + ["p0/%s" % list(COPIES)[1]])
+                                   + ["p0/%s" % list(COPIES)[1], "p0/%s" % list(COPIES)[2]])
     for rel, src in found.items():
         assert (rendered_a3 / rel).read_bytes() == (ROOT / src).read_bytes(), rel
 
