@@ -69,6 +69,20 @@ DERIVED_ENV = {
     "ASCEND_RT_VISIBLE_DEVICES": ("$1", "the chips launch_online_dp.py gives each dp rank"),
     "DS_WORKER_ADDR": ("$ds_worker_addr", "this node's openYuanrong worker (<business IP>:yuanrong_worker_port)"),
 }
+# Field rules (issue 16): facts of vLLM 0.18.0 and vllm-ascend v0.18.0 that broke deployments upstream. Each
+# message names its upstream reference; the seed trips the first three, so those are warnings.
+# vllm/config/kv_transfer.py@v0.18.0: kv_load_failure_policy is Literal["recompute", "fail"] (default fail).
+KV_LOAD_FAILURE_POLICIES = ("recompute", "fail")
+REF_SPEC_PREFILL = "vllm-ascend#12104; GLM-5 tool calls with 3: vllm-ascend#7580"
+REF_RECOMPUTE = ("vllm-ascend#11265: accuracy issue on P nodes, rejected there from v0.23.0; #11537 then ignores it "
+                 "on kv_producer with a warning")
+REF_ABORT_TIMEOUT = ("vllm-ascend#7140, renamed for v0.18.0 by #8618: "
+                     "vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py@v0.18.0")
+REF_FAILURE_POLICY = ("vLLM v0.18.0: vllm/v1/core/sched/scheduler.py reads kv_transfer_config.kv_load_failure_policy of "
+                      "the top level; multi_connector.py builds each child from its own dict")
+REF_BATCHED = "vLLM v0.18.0: vllm/config/scheduler.py"
+REF_BATCHED_SPEC = ("vLLM v0.18.0: vllm/v1/core/sched/scheduler.py token budget, vllm/config/vllm.py graph sizes; "
+                    "vllm-ascend#8240")
 _TRUE, _FALSE = ("true",), ("false",)
 # Variables without a usable default: None means not set, which is an error. The others read None as "not
 # defined here" (e.g. a role default while validation runs on the controller) and are skipped.
@@ -185,6 +199,16 @@ def _float(value):
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def _mapping(value):
+    """A -config flag's mapping: the dict itself or the JSON text of one, else None."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
 
 
 def _bool(value):
@@ -592,6 +616,14 @@ def _check_env(h, side):
         elif isinstance(value, str) and value.replace("${", "$").replace("}", "") != ref:
             h.warn("%s (set in %s)" % (key, got[1]), value, "it replaces the derived %s (%s), which the topology "
                    "keeps right per node and rank: remove it from %s unless this is intended" % (ref, what, got[1]))
+    nixl, mooncake = "VLLM_NIXL_ABORT_REQUEST_TIMEOUT", "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"
+    if nixl in env and nixl not in unset and (mooncake not in env or mooncake in unset):
+        # vllm-ascend v0.18.0's Mooncake connector frees a finished request's KV blocks on the prefill side after
+        # VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT (vLLM's envs, default 480 s); the NIXL variable is read by NixlConnector.
+        h.warn("%s (set in %s)" % (nixl, env[nixl][1]), env[nixl][0], "the Mooncake connector does not read it: it "
+               "reads %s (default 480 s), so the prefill side frees the KV blocks of a request decode never pulled "
+               "after 480 s, not after this (%s): set %s in vllm_env_common (seconds, e.g. \"480\")"
+               % (mooncake, REF_ABORT_TIMEOUT, mooncake))
 
 
 def _is_launcher_flag(flag):
@@ -655,6 +687,7 @@ def _check_serve_args(h, side):
                 if _int(tokens) is None or _int(tokens) < 1:
                     h.error(layer, shown, "num_speculative_tokens must be a positive integer: set e.g. "
                             "{num_speculative_tokens: 3, method: deepseek_mtp}")
+    _check_field_serve_args(h, side, merged)
     name = merged.get("served-model-name")
     want = h.get("vllm_served_model_name")
     if not any(isinstance(args, dict) for _unused, args in layers):
@@ -668,6 +701,51 @@ def _check_serve_args(h, side):
                 "and the proxy's clients send: set served-model-name: \"{{ vllm_served_model_name }}\"" % want)
 
 
+def _check_field_serve_args(h, side, merged):
+    """Rules from the field on one side's vllm serve flags (common combined with the side's: the role's combine
+    is shallow, so a side's speculative-config or additional-config replaces the common mapping whole)."""
+    def parsed(flag):
+        value, layer = merged.get(flag, (None, None))
+        return (None if _templated(value) else _mapping(value)), value, layer
+
+    spec, spec_value, spec_layer = parsed("speculative-config")
+    tokens = _int(spec.get("num_speculative_tokens", 1)) if spec is not None else 0
+    # A prefill node only fills the KV cache and drafts nothing; vllm-ascend's PD guide asks for 1 there for
+    # models other than hybrid Mamba ones (GLM-5.1 is not), and GLM-5 tool calls broke with 3.
+    if side == "prefill" and tokens is not None and tokens > 1:
+        h.warn(spec_layer, {"speculative-config": spec_value}, "num_speculative_tokens %d on the prefill side, which "
+               "drafts nothing: upstream asks for 1 on P nodes of models that are not hybrid Mamba (GLM-5.1 is not), "
+               "and GLM-5 tool-call arguments came out as broken JSON with more (%s): set speculative-config: %s in vllm_prefill_serve_args" % (
+                   tokens, REF_SPEC_PREFILL, json.dumps(dict(spec, num_speculative_tokens=1))))
+    extra, extra_value, extra_layer = parsed("additional-config")
+    # vllm-ascend v0.18.0 (platform.py) installs the recompute scheduler on kv_producer as well as kv_consumer.
+    if side == "prefill" and extra is not None and _bool(extra.get("recompute_scheduler_enable")):
+        rest = {k: v for k, v in extra.items() if k != "recompute_scheduler_enable"}
+        h.warn(extra_layer, {"additional-config": extra_value}, "recompute_scheduler_enable is on for the prefill "
+               "side, where vllm-ascend v0.18.0 still runs the recompute scheduler and upstream found wrong answers; "
+               "it belongs on decode (kv_consumer) only (%s): set additional-config: %s in vllm_prefill_serve_args "
+               "(the whole mapping: it replaces the common one)" % (REF_RECOMPUTE, json.dumps(rest)))
+    seqs = _int(merged.get("max-num-seqs", (None,))[0])
+    batched = _int(merged.get("max-num-batched-tokens", (None,))[0])
+    if not (seqs and batched and seqs > 0 and batched > 0):
+        return  # unset (vLLM's defaults fit) or reported by the per-flag rule
+    label = "vllm_serve_args_common + vllm_%s_serve_args" % side
+    shown = {"max-num-seqs": seqs, "max-num-batched-tokens": batched}
+    if batched < seqs:
+        # SchedulerConfig refuses it: the engine does not start.
+        h.error(label, shown, "vLLM refuses to start when max-num-batched-tokens is below max-num-seqs (%s): set "
+                "max-num-batched-tokens to at least %d or max-num-seqs to at most %d" % (REF_BATCHED, seqs, batched))
+    elif side == "decode" and tokens and batched < seqs * (1 + tokens):
+        # Each decode request schedules 1 + num_speculative_tokens tokens a step within the budget of
+        # max-num-batched-tokens, which also caps the decode graph sizes.
+        shown["num_speculative_tokens"] = tokens
+        h.warn(label, shown, "a full decode batch needs max-num-seqs x (1 + num_speculative_tokens) = %d tokens a "
+               "step, but the step budget is max-num-batched-tokens, so only %d requests get all their tokens a step "
+               "and the decode graphs stop at %d (%s): set max-num-batched-tokens to %d (seed: 8 x (1 + 3) = 32) or "
+               "lower max-num-seqs to %d" % (seqs * (1 + tokens), batched // (1 + tokens), batched,
+                                             REF_BATCHED_SPEC, seqs * (1 + tokens), max(1, batched // (1 + tokens))))
+
+
 def _check_kv(h):
     top = h.get("vllm_kv_top_level_extra")
     if isinstance(top, dict):
@@ -679,6 +757,18 @@ def _check_kv(h):
                 h.warn("vllm_kv_top_level_extra", {key: top[key]}, "%s is derived (%s): remove it" % (
                     key, "the connector list is written over it" if key != "engine_id"
                     else "set vllm_<side>_engine_id instead"))
+    if isinstance(top, dict) and "kv_load_failure_policy" in top \
+            and top["kv_load_failure_policy"] not in KV_LOAD_FAILURE_POLICIES and not _templated(top["kv_load_failure_policy"]):
+        h.error("vllm_kv_top_level_extra", {"kv_load_failure_policy": top["kv_load_failure_policy"]}, "vLLM 0.18.0 "
+                "accepts only %s and refuses to start otherwise (vllm/config/kv_transfer.py@v0.18.0): set one of them"
+                % " or ".join(KV_LOAD_FAILURE_POLICIES))
+    mc = h.get("vllm_mooncake_extra_config")
+    # The scheduler reads the policy of the MultiConnector (top level) only; in the Mooncake child's extra config
+    # nothing reads it and the policy stays 'fail'.
+    if isinstance(mc, dict) and "kv_load_failure_policy" in mc:
+        h.error("vllm_mooncake_extra_config", {"kv_load_failure_policy": mc["kv_load_failure_policy"]}, "it lands in "
+                "the Mooncake child connector's kv_connector_extra_config, where nothing reads it, so failed KV loads "
+                "still fail the request (%s): remove it here and set it in vllm_kv_top_level_extra" % REF_FAILURE_POLICY)
     mc = h.get("vllm_mooncake_extra_config")
     if isinstance(mc, dict):
         for key in ("prefill", "decode"):

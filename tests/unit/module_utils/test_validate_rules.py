@@ -114,15 +114,26 @@ def one(inv, kind="error", prefix=ALL, must=(), count=1):
 # --- the shipped values pass ------------------------------------------------------------------------------
 
 
-def test_seed_values_pass_with_only_the_mooncake_band_warnings():
+# The seed's own values that upstream later found wrong (issue 16, field rules): warnings, never errors.
+FIELD_WARNINGS = ("VLLM_NIXL_ABORT_REQUEST_TIMEOUT (set in vllm_env_common)", "'num_speculative_tokens': 3",
+                  "recompute_scheduler_enable is on for the prefill side")
+
+
+def _seed_kind(warning):
+    return "band" if "random port band" in warning else [f for f in FIELD_WARNINGS if f in warning]
+
+
+def test_seed_values_pass_with_only_the_mooncake_band_and_field_warnings():
     assert SEED_ERRORS == []
-    assert len(SEED_WARNINGS) == 4 and all("random port band" in w for w in SEED_WARNINGS), SEED_WARNINGS
+    kinds = [_seed_kind(w) for w in SEED_WARNINGS]
+    assert kinds.count("band") == 4 and len(kinds) == 7, SEED_WARNINGS
+    assert sorted(k[0] for k in kinds if k != "band") == sorted(FIELD_WARNINGS), SEED_WARNINGS
 
 
 def test_simulation_values_pass():
     errors, warnings = T.validate(SIM)
     assert errors == []
-    assert all("random port band" in w for w in warnings), warnings
+    assert all(_seed_kind(w) for w in warnings), warnings
     # the simulation really is different: small pool, loopback listen addresses, file wheel, short timeouts
     p0 = SIM["hosts"]["p0"]
     seen = (p0["hugepages_target"], p0["a3_listen_address"], p0["yuanrong_install_from"])
@@ -671,3 +682,117 @@ def test_preflight_choice():
 def test_regular_expressions(key, value):
     one(seed(**{key: value}), must=("%s is '%s'" % (key, "READY(" if key == "gate_expect_pattern" else "("),
                                     "not a regular expression"))
+
+
+# --- rules from the field (issue 16): upstream references in every message ------------------------------------
+
+
+SPEC_3 = {"num_speculative_tokens": 3, "method": "deepseek_mtp"}
+EXTRA = {"enable_npugraph_ex": True, "fuse_muls_add": True, "multistream_overlap_shared_expert": True}
+
+
+def _without_field_warnings(**prefill):
+    """The seed with the prefill-side fixes the field warnings ask for, and the Mooncake abort timeout."""
+    inv = _env("vllm_env_common", VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT="480")
+    for name, hv in inv["hosts"].items():
+        if name.startswith("p"):
+            hv["vllm_prefill_serve_args"] = dict(hv["vllm_prefill_serve_args"], **prefill)
+    return inv
+
+
+def _field(inv, text):
+    return [w for w in T.validate(inv)[1] if text in w]
+
+
+def test_speculative_tokens_above_one_on_prefill():
+    hits = _field(seed(), "num_speculative_tokens 3 on the prefill side")
+    assert len(hits) == 1 and hits[0].startswith("p0, p1: vllm_serve_args_common is {'speculative-config': "), hits
+    assert "vllm-ascend#12104" in hits[0] and "vllm-ascend#7580" in hits[0]
+    assert 'set speculative-config: {"num_speculative_tokens": 1, "method": "deepseek_mtp"} in vllm_prefill_serve_args' \
+        in hits[0]
+
+
+def test_speculative_tokens_one_on_prefill_and_three_on_decode():
+    inv = _without_field_warnings(**{"speculative-config": dict(SPEC_3, num_speculative_tokens=1)})
+    assert not _field(inv, "on the prefill side, which drafts nothing")
+    assert T.validate(inv)[0] == []
+
+
+def test_recompute_scheduler_on_prefill():
+    hits = _field(seed(), "recompute_scheduler_enable is on for the prefill side")
+    assert len(hits) == 1 and hits[0].startswith("p0, p1: vllm_serve_args_common is {'additional-config': "), hits
+    assert "vllm-ascend#11265" in hits[0] and "#11537" in hits[0]
+    assert 'set additional-config: {"enable_npugraph_ex": true, "fuse_muls_add": true, ' \
+        '"multistream_overlap_shared_expert": true} in vllm_prefill_serve_args' in hits[0]
+
+
+def test_recompute_scheduler_as_json_text_on_prefill():
+    text = '{"recompute_scheduler_enable": "true"}'
+    one(_without_field_warnings(**{"additional-config": text, "speculative-config": dict(SPEC_3, num_speculative_tokens=1)}),
+        kind="warning", prefix="p0, p1", must=("vllm_prefill_serve_args is {'additional-config': %r}" % text,
+                                               "vllm-ascend#11265"))
+
+
+def test_recompute_scheduler_only_on_decode():
+    inv = _without_field_warnings(**{"additional-config": EXTRA})
+    assert not _field(inv, "recompute_scheduler_enable")
+
+
+def test_nixl_abort_timeout_without_the_mooncake_one():
+    hits = _field(seed(), "VLLM_NIXL_ABORT_REQUEST_TIMEOUT")
+    assert len(hits) == 1 and hits[0].startswith(ALL + ": VLLM_NIXL_ABORT_REQUEST_TIMEOUT (set in vllm_env_common) is "
+                                                 "'300000': the Mooncake connector does not read it"), hits
+    assert "vllm-ascend#7140" in hits[0] and "mooncake_connector.py@v0.18.0" in hits[0]
+    assert "set VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT in vllm_env_common" in hits[0]
+
+
+def test_nixl_abort_timeout_with_the_mooncake_one():
+    assert not _field(_env("vllm_env_common", VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT="480"), "VLLM_NIXL_ABORT")
+
+
+def test_nixl_abort_timeout_with_the_mooncake_one_unset():
+    inv = _env("vllm_env_common", VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT="480")
+    for hv in inv["hosts"].values():
+        hv["vllm_env_unset"] = ["VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"]
+    assert len(_field(inv, "VLLM_NIXL_ABORT_REQUEST_TIMEOUT")) == 1
+
+
+def test_kv_load_failure_policy_on_the_mooncake_child():
+    one(seed(vllm_mooncake_extra_config={"use_ascend_direct": True, "kv_load_failure_policy": "recompute"}),
+        must=("vllm_mooncake_extra_config is {'kv_load_failure_policy': 'recompute'}", "Mooncake child connector",
+              "scheduler.py", "set it in vllm_kv_top_level_extra"))
+
+
+def test_kv_load_failure_policy_on_the_multiconnector():
+    inv = seed(vllm_kv_top_level_extra={"kv_load_failure_policy": "recompute"})
+    assert T.validate(inv)[0] == [] and not new_messages(inv, "warning")
+
+
+def test_kv_load_failure_policy_unknown_value():
+    one(seed(vllm_kv_top_level_extra={"kv_load_failure_policy": "retry"}),
+        must=("vllm_kv_top_level_extra is {'kv_load_failure_policy': 'retry'}", "kv_transfer.py@v0.18.0",
+              "recompute or fail"))
+
+
+def test_max_num_batched_tokens_below_max_num_seqs():
+    one(_args("vllm_decode_serve_args", **{"max-num-batched-tokens": 4}), prefix="d0, d1",
+        must=("vllm_serve_args_common + vllm_decode_serve_args is {'max-num-seqs': 8, 'max-num-batched-tokens': 4}",
+              "vLLM refuses to start", "vllm/config/scheduler.py", "at least 8"))
+
+
+def test_max_num_batched_tokens_below_a_speculative_decode_batch():
+    one(_args("vllm_decode_serve_args", **{"max-num-batched-tokens": 16}), kind="warning", prefix="d0, d1",
+        must=("{'max-num-seqs': 8, 'max-num-batched-tokens': 16, 'num_speculative_tokens': 3}", "= 32 tokens",
+              "only 4 requests", "vllm-ascend#8240", "set max-num-batched-tokens to 32", "max-num-seqs to 4"))
+
+
+def test_max_num_batched_tokens_covering_a_speculative_decode_batch():
+    for inv in (seed(), _args("vllm_decode_serve_args", **{"max-num-seqs": 4})):
+        assert T.validate(inv)[0] == [] and not new_messages(inv, "warning")
+
+
+def test_max_num_batched_tokens_without_speculation():
+    inv = _args("vllm_serve_args_common", **{"speculative-config": False})
+    for hv in inv["hosts"].values():
+        hv["vllm_decode_serve_args"] = dict(hv["vllm_decode_serve_args"], **{"max-num-batched-tokens": 8})
+    assert not [m for m in T.validate(inv)[0] + T.validate(inv)[1] if "max-num-batched-tokens" in m]
