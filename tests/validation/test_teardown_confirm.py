@@ -46,3 +46,21 @@ def test_asked_removals_are_listed(tmp_path):
     assert rc != 0 and "teardown not confirmed" in out, out[-3000:]
     assert "on p0: the etcd unit and its data directory" in out and "the model /data/GLM-5.1-w8a8" in out, out[-3000:]
     assert "(-e remove_model=true removes it)" not in out, out[-3000:]
+
+
+def test_stop_resolves_each_side_outside_the_roles(tmp_path):
+    # The engines' stop play picks vllm_prefill or vllm_decode per host before any role (and its defaults)
+    # is loaded: with unreachable nodes it must get as far as trying them, not fail on an undefined name.
+    data = yaml.safe_load(yaml.safe_dump(HOSTS))
+    for group in data.values():
+        for hv in group["hosts"].values():
+            hv.update(a3_nic_name="bond0", ansible_host="node.invalid")
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(data))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run([venv_bin("ansible-playbook"), "playbooks/stop.yml", "-i", str(tmp_path / "hosts.yml"),
+                           "--tags", "vllm", "--limit", "d0,d1"], cwd=ROOT, capture_output=True, text=True, env=env,
+                          stdin=subprocess.DEVNULL, timeout=300, check=False)
+    out = proc.stdout + proc.stderr
+    assert "undefined" not in out, out[-3000:]
+    assert "included: ascend.vllm_pd.vllm_decode for d0, d1" in out, out[-3000:]
+    assert "ascend.vllm_pd.vllm : Stop and disable" in out and "UNREACHABLE" in out, out[-3000:]
