@@ -152,15 +152,19 @@ def test_missing_yuanrong_patch_is_named_by_the_patches_role():
     assert rc == 0 and recap_changed(out)["p1"] > 0, out[-3000:]
 
 
-def test_pythonhashseed_mismatch_shows_no_external_hits():
+def test_pythonhashseed_mismatch_fails_on_the_controller_before_any_node_changes():
+    # Before validation knew the rule, the gate found it after the restart (no external pool hit on p1).
+    pgids = {n: in_container(n, "cat /workspace/glm5-a3-large-ep/launcher.pgid").stdout.strip() for n in NODES}
     HOST_VARS.mkdir(exist_ok=True)
     (HOST_VARS / "p1.yml").write_text("---\nvllm_env_extra: {PYTHONHASHSEED: \"1\", VLLM_ENGINE_READY_TIMEOUT_S: \"60\"}\n")
     try:
         rc, out = play("site.yml", "--tags", "vllm,verify")
         assert rc != 0
-        assert "No external prefix cache hit on p1" in out and "PYTHONHASHSEED" in out, out[-4000:]
-        # p1 restarted, so decode restarted with it (the pair), prefill first
-        assert out.index("Prefill engines") < out.index("Decode engines")
+        flat = re.sub(r"\s+", " ", out)
+        assert "PYTHONHASHSEED (vllm_env_common + vllm_<side>_env + vllm_env_extra) differs between the hosts " \
+               "(p0='0', p1='1', d0='0', d1='0')" in flat, out[-4000:]
+        assert "nothing was changed on any node" in flat and "Prefill engines" not in out, out[-4000:]
+        assert {n: in_container(n, "cat /workspace/glm5-a3-large-ep/launcher.pgid").stdout.strip() for n in NODES} == pgids
     finally:
         (HOST_VARS / "p1.yml").unlink()
         HOST_VARS.rmdir()
