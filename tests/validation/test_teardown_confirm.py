@@ -17,17 +17,22 @@ HOSTS = {
 }
 
 
-def teardown(tmp_path, *extra):
+def run_playbook(tmp_path, playbook, *extra):
+    """ansible-playbook <playbook> against the four hosts, unreachable on purpose, with no terminal."""
     data = yaml.safe_load(yaml.safe_dump(HOSTS))
     for group in data.values():
         for hv in group["hosts"].values():
             hv.update(a3_nic_name="bond0", ansible_host="node.invalid")
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(data))
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run([venv_bin("ansible-playbook"), "playbooks/teardown.yml", "-i", str(tmp_path / "hosts.yml"),
-                           *extra], cwd=ROOT, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
+    proc = subprocess.run([venv_bin("ansible-playbook"), playbook, "-i", str(tmp_path / "hosts.yml"), *extra],
+                          cwd=ROOT, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
                           timeout=300, check=False)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def teardown(tmp_path, *extra):
+    return run_playbook(tmp_path, "playbooks/teardown.yml", *extra)
 
 
 def test_without_confirmation_it_lists_and_removes_nothing(tmp_path):
@@ -51,16 +56,7 @@ def test_asked_removals_are_listed(tmp_path):
 def test_stop_resolves_each_side_outside_the_roles(tmp_path):
     # The engines' stop play picks vllm_prefill or vllm_decode per host before any role (and its defaults)
     # is loaded: with unreachable nodes it must get as far as trying them, not fail on an undefined name.
-    data = yaml.safe_load(yaml.safe_dump(HOSTS))
-    for group in data.values():
-        for hv in group["hosts"].values():
-            hv.update(a3_nic_name="bond0", ansible_host="node.invalid")
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(data))
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run([venv_bin("ansible-playbook"), "playbooks/stop.yml", "-i", str(tmp_path / "hosts.yml"),
-                           "--tags", "vllm", "--limit", "d0,d1"], cwd=ROOT, capture_output=True, text=True, env=env,
-                          stdin=subprocess.DEVNULL, timeout=300, check=False)
-    out = proc.stdout + proc.stderr
+    _rc, out = run_playbook(tmp_path, "playbooks/stop.yml", "--tags", "vllm", "--limit", "d0,d1")
     assert "undefined" not in out, out[-3000:]
     assert "included: ascend.vllm_pd.vllm_decode for d0, d1" in out, out[-3000:]
     assert "ascend.vllm_pd.vllm : Stop and disable" in out and "UNREACHABLE" in out, out[-3000:]
