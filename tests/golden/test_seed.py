@@ -88,13 +88,17 @@ def test_proxy_matches_the_seed(rendered_a3, seed):
     for tok in toks[2:]:
         if tok.startswith("--"):
             key = tok[2:]
-            ours[key] = []
+            ours.setdefault(key, [])
         else:
             ours[key].append(tok)
     assert {k: v for k, v in ours.items() if not k.startswith("a3-")} == \
         {k: [expand(v, SEED_VARS) for v in vs] for k, vs in s_args.items()}
     assert sorted(k for k in ours if k.startswith("a3-")) == [
-        "a3-fail-threshold", "a3-first-byte-timeout", "a3-probe-interval", "a3-probe-timeout", "a3-retry-after"]
+        "a3-ds-worker", "a3-etcd", "a3-fail-threshold", "a3-first-byte-timeout", "a3-probe-interval", "a3-probe-timeout",
+        "a3-retry-after"]
+    # the datasystem workers the wrapper reports on (a3_proxy_ds_worker_registered): one per node, in etcd on p0
+    assert ours["a3-ds-worker"] == ["<节点%d业务IP>:18481" % i for i in range(4)]
+    assert ours["a3-etcd"] == ["<节点0业务IP>:2379"]
     for host in ("p1", "d0", "d1"):
         assert not (rendered_a3 / host / WORK / "proxy.sh").exists()
 

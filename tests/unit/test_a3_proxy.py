@@ -305,3 +305,53 @@ def test_metrics_carry_the_process_start_time():
 def test_metrics_labels_are_escaped():
     text = a3.render_metrics({('/v1/"x"', "200"): 1}, [], {})
     assert 'endpoint="/v1/\\"x\\""' in text
+
+
+# ----------------------------------------------------------------------------- datasystem workers in etcd
+
+def _kv(key, value):
+    import base64
+    return {"key": base64.b64encode(key.encode()).decode(), "value": base64.b64encode(value.encode()).decode()}
+
+
+def test_ds_range_request_covers_the_prefix():
+    import base64
+    body = a3.ds_range_request()
+    assert base64.b64decode(body["key"]) == b"/datasystem/cluster/"
+    assert base64.b64decode(body["range_end"]) == b"/datasystem/cluster0"  # the prefix with its last byte + 1
+
+
+def test_ds_worker_states():
+    answer = {"kvs": [_kv("/datasystem/cluster/127.0.0.1:18481", "1700000000;ready"),
+                      _kv("/datasystem/cluster/127.0.0.2:18481", "1700000000;start;host-b"),
+                      _kv("/datasystem/cluster/127.0.0.9:18481", "1700000000;ready;host-x"),
+                      _kv("/datasystem/other/127.0.0.3:18481", "1;ready")]}
+    states = a3.ds_worker_states(answer, ["127.0.0.1:18481", "127.0.0.2:18481", "127.0.0.3:18481"])
+    assert states == {"127.0.0.1:18481": 1,   # ready
+                      "127.0.0.2:18481": 0,   # registered, not ready yet
+                      "127.0.0.3:18481": 0,   # not registered (a key outside the prefix does not count)
+                      "127.0.0.9:18481": 1}   # registered, not expected: reported as well
+
+
+def test_ds_worker_states_of_an_empty_answer():
+    # etcd leaves out "kvs" when nothing matches
+    assert a3.ds_worker_states({"header": {}}, ["a:1"]) == {"a:1": 0}
+    assert a3.ds_worker_states(None, []) == {}
+
+
+def test_ds_worker_options():
+    ours, rest = a3.split_argv(["--a3-etcd", "127.0.0.1:2379", "--a3-ds-worker", "a:1", "--a3-ds-worker", "b:1"])
+    assert rest == [] and ours.a3_etcd == "127.0.0.1:2379" and ours.a3_ds_worker == ["a:1", "b:1"]
+    ours, _unused = a3.split_argv([])
+    assert ours.a3_etcd is None and ours.a3_ds_worker == []
+
+
+def test_metrics_of_the_ds_workers():
+    text = a3.render_metrics({}, [], {}, ds_workers={"b:1": 0, "a:1": 1}, etcd_ok=True).splitlines()
+    assert text.index('a3_proxy_ds_worker_registered{worker="a:1"} 1') < text.index(
+        'a3_proxy_ds_worker_registered{worker="b:1"} 0')
+    assert "a3_proxy_etcd_read_ok 1" in text and "# TYPE a3_proxy_ds_worker_registered gauge" in text
+    failed = a3.render_metrics({}, [], {}, ds_workers=None, etcd_ok=False)
+    assert "a3_proxy_etcd_read_ok 0" in failed and "a3_proxy_ds_worker_registered" not in failed
+    plain = a3.render_metrics({}, [], {})
+    assert "a3_proxy_etcd_read_ok" not in plain and "a3_proxy_ds_worker_registered" not in plain

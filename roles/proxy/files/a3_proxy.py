@@ -29,12 +29,14 @@ Usage: python a3_proxy.py <the upstream's options> [--a3-... options]   (see --h
 
 import argparse
 import asyncio
+import base64
 import contextvars
 import importlib.util
 import json
 import logging
 import math
 import os
+import re
 import sys
 import time
 
@@ -95,6 +97,12 @@ def build_parser(prog="a3_proxy.py"):
                        help="value of the Retry-After header of every 503 (default 10)")
     group.add_argument("--a3-upstream-script", default=None, metavar="PATH",
                        help="the upstream proxy script (default: %s next to this file)" % UPSTREAM_FILE)
+    group.add_argument("--a3-etcd", default=None, metavar="HOST:PORT",
+                       help="etcd client address: each probe round reads the openYuanrong datasystem workers' "
+                            "registrations (/datasystem/cluster/) through etcd's JSON gateway for /metrics")
+    group.add_argument("--a3-ds-worker", action="append", default=[], metavar="HOST:PORT",
+                       help="a datasystem worker address that must be registered and ready (repeat per worker; "
+                            "exported as a3_proxy_ds_worker_registered)")
     return parser
 
 
@@ -381,13 +389,40 @@ def _why_not(snap):
 
 # ============================================================================ metrics
 
+DS_PREFIX = "/datasystem/cluster/"
+_DS_READY = re.compile(r"^[^;]*;ready(;|$)")
+
+
+def ds_range_request():
+    """The body of etcd's POST /v3/kv/range for every key under DS_PREFIX (keys are base64 in the gateway)."""
+    return {"key": base64.b64encode(DS_PREFIX.encode()).decode(),
+            "range_end": base64.b64encode(DS_PREFIX[:-1].encode() + b"0").decode()}
+
+
+def ds_worker_states(answer, expected):
+    """{worker: 1 or 0} for every expected worker address from an etcd /v3/kv/range answer (parsed JSON): 1 when
+    its key /datasystem/cluster/<worker> exists with a value "<ts>;ready[;...]" (a worker registers first and
+    answers "Worker not ready" until its state reaches ready), else 0. Registered workers nobody expects are
+    added too (the pool may hold more members than this deployment's)."""
+    states = {worker: 0 for worker in expected}
+    for kv in (answer or {}).get("kvs") or []:
+        key = base64.b64decode(kv.get("key", "")).decode("utf-8", "replace")
+        if not key.startswith(DS_PREFIX):
+            continue
+        value = base64.b64decode(kv.get("value", "")).decode("utf-8", "replace")
+        states[key[len(DS_PREFIX):]] = 1 if _DS_READY.search(value) else 0
+    return states
+
+
 def _label(value):
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render_metrics(requests, snapshots, counters, start_time=None):
+def render_metrics(requests, snapshots, counters, start_time=None, ds_workers=None, etcd_ok=None):
     """Prometheus text. requests: {(endpoint, code): n}; counters: {name: n} of the *_total counters;
-    start_time: the process start (epoch s), exported as process_start_time_seconds (restart alerts)."""
+    start_time: the process start (epoch s), exported as process_start_time_seconds (restart alerts);
+    ds_workers: {worker: 1 or 0} from ds_worker_states(), None when etcd was not read (the series are left out
+    then rather than reported as 0); etcd_ok: whether the last read of etcd worked, None without --a3-etcd."""
     out = []
     if start_time is not None:
         out += ["# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.",
@@ -423,6 +458,14 @@ def render_metrics(requests, snapshots, counters, start_time=None):
     for name in sorted(helps):
         out += ["# HELP %s %s" % (name, helps[name]), "# TYPE %s counter" % name,
                 "%s %d" % (name, counters.get(name, 0))]
+    if etcd_ok is not None:
+        out += ["# HELP a3_proxy_etcd_read_ok 1 when the last read of the workers' registrations in etcd worked.",
+                "# TYPE a3_proxy_etcd_read_ok gauge", "a3_proxy_etcd_read_ok %d" % (1 if etcd_ok else 0)]
+    if ds_workers is not None:
+        out += ["# HELP a3_proxy_ds_worker_registered 1 when the datasystem worker's etcd key says ready, else 0.",
+                "# TYPE a3_proxy_ds_worker_registered gauge"]
+        for worker in sorted(ds_workers):
+            out.append('a3_proxy_ds_worker_registered{worker="%s"} %d' % (_label(worker), ds_workers[worker]))
     return "\n".join(out) + "\n"
 
 
@@ -639,6 +682,8 @@ class HonestProxy(object):
         self._probe_client = None
         self._lifespan_cm = None
         self._retry_after = [(b"retry-after", str(options.a3_retry_after).encode())]
+        self.ds_workers = None  # {worker: 1/0} of the last good read of etcd, None before the first one
+        self.etcd_ok = None if not options.a3_etcd else False
         now = time.time()
         self.started = now
         args = upstream.global_args
@@ -738,10 +783,32 @@ class HonestProxy(object):
             return True, "HTTP 200"
         return False, "HTTP %d" % response.status_code
 
+    async def read_ds_workers(self):
+        """One read of the workers' registrations in etcd (only with --a3-etcd). A failed read keeps no stale
+        states: the series disappear and a3_proxy_etcd_read_ok drops to 0 (etcd's own alert says the rest)."""
+        if not self.opt.a3_etcd:
+            return
+        url = "http://%s/v3/kv/range" % self.opt.a3_etcd
+        try:
+            response = await asyncio.wait_for(self._probe_client.post(url, json=ds_range_request()),
+                                              self.opt.a3_probe_timeout + 0.5)
+            response.raise_for_status()
+            states = ds_worker_states(response.json(), self.opt.a3_ds_worker)
+        except Exception as exc:  # a read that fails for any reason is reported the same way
+            if self.etcd_ok is not False:
+                log.warning("etcd %s: cannot read the datasystem workers' registrations: %s", self.opt.a3_etcd,
+                            _exc_text(exc))
+            self.etcd_ok, self.ds_workers = False, None
+            return
+        missing = sorted(w for w, up in states.items() if not up)
+        if missing and missing != sorted(w for w, up in (self.ds_workers or {}).items() if not up):
+            log.warning("datasystem workers not registered and ready in etcd: %s", ", ".join(missing))
+        self.etcd_ok, self.ds_workers = True, states
+
     async def probe_round(self):
         self._discover()
         backends = list(self.backends.values())
-        results = await asyncio.gather(*(self._probe(b) for b in backends))
+        results = (await asyncio.gather(self.read_ds_workers(), *(self._probe(b) for b in backends)))[1:]
         now = time.time()
         for backend, (ok, detail) in zip(backends, results):
             before = backend.state
@@ -811,7 +878,8 @@ class HonestProxy(object):
                 return await _send_json(send, status, body, self._retry_after if status == 503 else ())
             if path == "/a3/backends":
                 return await _send_json(send, 200, sorted(self.snapshots(), key=lambda s: (s["role"], s["backend"])))
-            text = render_metrics(self.requests, self.snapshots(), self.counters, self.started).encode()
+            text = render_metrics(self.requests, self.snapshots(), self.counters, self.started, self.ds_workers,
+                                  self.etcd_ok).encode()
             return await _send_bytes(send, 200, text, b"text/plain; version=0.0.4; charset=utf-8")
         if path in COMPLETION_PATHS and method == "POST":
             return await self._completion(scope, receive, send)
