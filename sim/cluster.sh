@@ -2,7 +2,7 @@
 # Simulated four-node Atlas 800 A3 cluster on one Linux machine (docs/SIM-CONTRACT.md).
 #
 #   sim/cluster.sh deps     install missing host packages; start dockerd and the registry on 127.0.0.1:5000
-#   sim/cluster.sh build    deps + node image, substitute vllm-ascend image (pushed), etcd archive, yuanrong wheel
+#   sim/cluster.sh build    deps + node image, substitute vllm-ascend image (pushed), etcd and Prometheus archives, yuanrong wheel
 #   sim/cluster.sh up       build + start nodes a3sim-p0 a3sim-p1 a3sim-d0 a3sim-d1 and wait until they are ready
 #   sim/cluster.sh down     remove nodes, their volumes and lo addresses; stop what this script started
 #   sim/cluster.sh status   one-screen summary

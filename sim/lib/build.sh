@@ -262,6 +262,31 @@ build_etcd_archive() { # -> $ETCD_ARCHIVE, $ETCD_SHA256
   log "etcd archive: $ETCD_ARCHIVE sha256 $ETCD_SHA256"
 }
 
+# ---- Prometheus release-layout archive from the host's Debian binaries -----------------------------
+build_prometheus_archive() { # -> $PROMETHEUS_ARCHIVE
+  local prom_bin promtool_bin version name tmp
+  prom_bin=$(command -v prometheus) || die "prometheus not found (apt-get install prometheus)"
+  promtool_bin=$(command -v promtool) || die "promtool not found (apt-get install prometheus)"
+  # "prometheus, version 2.42.0+ds (branch: ...)": the release number without Debian's +ds suffix
+  version=$("$prom_bin" --version 2>&1 | awk '/^prometheus, version/ { sub(/[+~-].*/, "", $3); print $3 }')
+  [ -n "$version" ] || die "cannot read the version of $prom_bin"
+  name=prometheus-$version.linux-amd64
+  PROMETHEUS_ARCHIVE=$CACHE_DIR/prometheus/$name.tar.gz
+  if ! [ -s "$PROMETHEUS_ARCHIVE" ] || [ "$prom_bin" -nt "$PROMETHEUS_ARCHIVE" ] || [ "$promtool_bin" -nt "$PROMETHEUS_ARCHIVE" ]; then
+    step "Prometheus archive $name.tar.gz from $prom_bin, $promtool_bin"
+    tmp=$(mktemp -d)
+    mkdir -p "$tmp/$name" "$CACHE_DIR/prometheus"
+    cp "$prom_bin" "$promtool_bin" "$tmp/$name/"
+    chmod 0755 "$tmp/$name"/*
+    tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - "$name" |
+      gzip -n >"$PROMETHEUS_ARCHIVE.tmp"
+    mv "$PROMETHEUS_ARCHIVE.tmp" "$PROMETHEUS_ARCHIVE"
+    rm -rf "$tmp"
+    step_done
+  fi
+  log "Prometheus archive: $PROMETHEUS_ARCHIVE"
+}
+
 # ---- image keys ----------------------------------------------------------------------------------
 # Files are hashed without Python byte-code caches (tests create them).
 src_hash() { # DIR (missing dir hashes as "absent")
@@ -433,6 +458,7 @@ cmd_build() {
   push_vllm_image
   prune_old_images
   build_etcd_archive
+  build_prometheus_archive
   download_yuanrong
   download_sdist   # also for the engine simulator's tests (test.sh), even when the image was cached
   write_artifacts_env
