@@ -155,11 +155,11 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
 
     print("render time by inventory size (median of %d run(s); CPU = ansible-playbook and its workers)" % args.runs)
-    print("%6s %10s %10s %10s %10s %7s %9s" % ("hosts", "wall s", "wall s/h", "cpu s", "cpu s/h", "files",
-                                              "derive()"))
+    header = ("hosts", "wall s", "wall s/h", "cpu s", "cpu s/h", "files", "derive()")
+    print("%6s %10s %10s %10s %10s %7s %9s" % header)
     for hosts, wall, cpu, files, derives in rows:
-        print("%6d %10.1f %10.2f %10.1f %10.2f %7d %9s" % (hosts, wall, wall / hosts, cpu, cpu / hosts, files,
-                                                         "-" if derives is None else derives))
+        count = "-" if derives is None else derives
+        print("%6d %10.1f %10.2f %10.1f %10.2f %7d %9s" % (hosts, wall, wall / hosts, cpu, cpu / hosts, files, count))
     if len(rows) < 2:
         return
     xs = [r[0] for r in rows]
