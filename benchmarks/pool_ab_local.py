@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Local, docker-free stand-in for the cluster that playbooks/benchmark.yml drives: etcd, two openYuanrong
 workers, two prefill and one decode simulated engines (sim/engine) and vllm-ascend's real proxy, all on
 127.60.0.x. `up ARM` (on|off) starts (or restarts the engines of) the stack with the KV pool on or off,
@@ -19,7 +18,6 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO.parents[0]))
 STATE = REPO / ".cache" / "pool_ab_local"
 VENV = Path(os.environ.get("ENGINE_VENV", "/work/main/.cache/engine-venv"))
 VAS = Path(os.environ.get("VLLM_ASCEND_SRC", "/work/main/.cache/vllm-ascend-src"))
@@ -86,9 +84,12 @@ def _kill(name, pids):
     pid = pids.pop(name, None)
     if pid:
         try:
-            os.killpg(pid, signal.SIGTERM)
+            os.killpg(pid, signal.SIGTERM)  # the processes this script spawned lead their own group
         except ProcessLookupError:
-            pass
+            try:
+                os.kill(pid, signal.SIGTERM)  # a dscli worker (daemonised, not a group leader)
+            except ProcessLookupError:
+                pass
         for _ in range(50):
             try:
                 os.kill(pid, 0)
