@@ -90,7 +90,7 @@ def _kill(name, pids):
                 os.kill(pid, signal.SIGTERM)  # a dscli worker (daemonised, not a group leader)
             except ProcessLookupError:
                 pass
-        for _ in range(50):
+        for _attempt in range(50):
             try:
                 os.kill(pid, 0)
                 time.sleep(0.1)

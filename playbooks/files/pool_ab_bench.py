@@ -128,8 +128,8 @@ def plot(runs, path):
     labels = [r["label"] for r in runs]
     rates = [100 * (r["external_hit_rate"] or 0) for r in runs]
     bars = ax2.bar(labels, rates, color=["tab:blue", "tab:orange", "tab:green", "tab:red"][:len(runs)])
-    for bar, rate in zip(bars, rates):
-        ax2.text(bar.get_x() + bar.get_width() / 2, rate, "%.1f %%" % rate, ha="center", va="bottom")
+    for rect, rate in zip(bars, rates):
+        ax2.text(rect.get_x() + rect.get_width() / 2, rate, "%.1f %%" % rate, ha="center", va="bottom")
     ax2.set_ylim(0, 100)
     ax2.set_ylabel("external prefix-cache hit rate (%)")
     ax2.set_title("KV pool hit rate (prefill)")
