@@ -5,6 +5,9 @@
 
 MultiConnector = MooncakeConnectorV1 (P->D KV transfer) + AscendStoreConnector (KV pool).
 Under MultiConnector vLLM skips its own consistency checks, so check_mooncake() does them.
+With the pool off (pool_enabled=False) the config is a plain MooncakeConnectorV1, the form of vllm-ascend
+v0.18.0's PD guide (docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md): the
+Mooncake connector's keys at the top level, no AscendStoreConnector, so no engine queries the pool.
 """
 from __future__ import annotations
 
@@ -52,8 +55,11 @@ def check_mooncake(mooncake: dict, side: str, dp_size: int, tp_size: int):
 
 def build(side: str, kv_port: int, mooncake: dict, lookup_rpc_port, dp_size: int, tp_size: int,
           engine_id=None, pool_backend="yuanrong", mooncake_extra=None, mooncake_module_path=None,
-          pool_extra=None, top_level_extra=None) -> dict:
-    """Return the kv-transfer-config dict for one instance of `side` ('prefill' or 'decode')."""
+          pool_extra=None, top_level_extra=None, pool_enabled=True) -> dict:
+    """Return the kv-transfer-config dict for one instance of `side` ('prefill' or 'decode').
+
+    pool_enabled=False leaves the AscendStoreConnector out: a plain MooncakeConnectorV1 config
+    (top_level_extra merged into it); pool_extra must then be empty (it would silently do nothing)."""
     if side not in ROLES:
         raise KvConfigError("side must be 'prefill' or 'decode', got %r" % (side,))
     errors = check_mooncake(mooncake, side, dp_size, tp_size)
@@ -65,6 +71,16 @@ def build(side: str, kv_port: int, mooncake: dict, lookup_rpc_port, dp_size: int
         clash = [key for key in COMPUTED_KEYS[name] if key in (extra or {})]
         if clash:
             errors.append("%s may not set %s (computed from the topology)" % (name, ", ".join(clash)))
+    if not isinstance(pool_enabled, bool):
+        errors.append("pool_enabled must be true or false, got %r" % (pool_enabled,))
+    elif not pool_enabled and pool_extra:
+        errors.append("pool_extra %r is set but the KV pool is off (pool_enabled false): no AscendStoreConnector "
+                      "would read it" % (pool_extra,))
+    if not pool_enabled and top_level_extra:
+        clash = [key for key in ("kv_port", "kv_connector_module_path") if key in top_level_extra]
+        if clash:
+            errors.append("top_level_extra may not set %s with the pool off (the Mooncake connector's own keys "
+                          "are the top level then)" % ", ".join(clash))
     if errors:
         raise KvConfigError("; ".join(errors))
     role = ROLES[side]
@@ -75,6 +91,15 @@ def build(side: str, kv_port: int, mooncake: dict, lookup_rpc_port, dp_size: int
     if mooncake_module_path:
         mc["kv_connector_module_path"] = mooncake_module_path
     mc["kv_connector_extra_config"] = mc_extra
+    if not pool_enabled:
+        config = {"kv_connector": "MooncakeConnectorV1", "kv_role": role, "kv_port": mc["kv_port"]}
+        if engine_id is not None:
+            config["engine_id"] = str(engine_id)
+        if mooncake_module_path:
+            config["kv_connector_module_path"] = mooncake_module_path
+        config.update(top_level_extra or {})
+        config["kv_connector_extra_config"] = mc_extra
+        return config
     store_extra = {"lookup_rpc_port": str(lookup_rpc_port), "backend": pool_backend}
     store_extra.update(pool_extra or {})
     store = {"kv_connector": "AscendStoreConnector", "kv_role": role, "kv_connector_extra_config": store_extra}
@@ -90,7 +115,7 @@ def notes(config: dict, npus_per_node: int = 16):
     """Advisory notes (not errors) about a built config: vllm-ascend v0.18.0's AscendStoreConnector knows only the
     mooncake and memcache backends (yuanrong is upstream from v0.19.1rc1, vllm-ascend PR 6869)."""
     out = []
-    for conn in config["kv_connector_extra_config"]["connectors"]:
+    for conn in config["kv_connector_extra_config"].get("connectors", [config]):
         extra = conn.get("kv_connector_extra_config", {})
         if conn["kv_connector"] == "AscendStoreConnector" and extra.get("backend") not in POOL_BACKENDS_V0180:
             out.append("pool backend %r is not in vllm-ascend v0.18.0 (only %s): the yuanrong backend patch "

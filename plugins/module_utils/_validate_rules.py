@@ -113,7 +113,7 @@ INT_KEYS = (
 FLOAT_KEYS = ("proxy_probe_interval", "proxy_probe_timeout", "proxy_first_byte_timeout")
 BOOL_KEYS = (
     "container_privileged", "hugepages_per_numa", "patches_verify_backend", "proxy_wrapper",
-    "yuanrong_enable_huge_tlb", "gate_pool_check", "preflight_hccs_ping", "preflight_strict_link",
+    "yuanrong_enable_huge_tlb", "gate_pool_check", "vllm_kv_pool_enabled", "preflight_hccs_ping", "preflight_strict_link",
     "preflight_strict_net_health", "preflight_memory_check", "preflight_buffer_pool_advice",
     "preflight_docker_check", "preflight_model_check", "preflight_nic_check", "preflight_port_check",
 )
@@ -895,6 +895,8 @@ _SAME = (
     ("vllm_served_model_name", "the proxy passes the client's model name to both sides; a side that serves another "
      "name answers 404", True),
     ("vllm_kv_pool_backend", "every instance shares one KV pool", True),
+    ("vllm_kv_pool_enabled", "some instances would use the KV pool and others not (a benchmark A/B of the pool "
+     "measures neither arm); set it for all hosts", False),
     ("container_image_tag", "prefill and decode must run the same vllm-ascend (the KV transfer and the patch set)",
      False),
     ("yuanrong_package_version", "the workers form one datasystem cluster in etcd", False),

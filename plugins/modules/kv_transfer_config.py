@@ -9,7 +9,8 @@ module: kv_transfer_config
 short_description: Assemble vLLM's --kv-transfer-config JSON for one PD engine instance
 description:
   - Builds the MultiConnector config (MooncakeConnectorV1 for prefill-to-decode KV transfer plus
-    AscendStoreConnector for the external KV pool) from the topology.
+    AscendStoreConnector for the external KV pool) from the topology; with O(pool_enabled=false) a plain
+    MooncakeConnectorV1 config without the pool.
   - Checks what vLLM skips under MultiConnector - the Mooncake prefill/decode blocks against this instance's own
     dp/tp, and prefill tp >= decode tp.
   - "Pure computation; it changes nothing. Run it on the controller (C(delegate_to: localhost))."
@@ -64,6 +65,12 @@ options:
       - C(lookup_rpc_port) and C(backend) come from O(lookup_rpc_port) and O(pool_backend) and may not be set here.
     type: dict
     default: {}
+  pool_enabled:
+    description:
+      - With V(false) the AscendStoreConnector (KV pool) is left out and the config is a plain
+        C(MooncakeConnectorV1) (vllm-ascend's PD guide form); O(pool_extra) must then be empty.
+    type: bool
+    default: true
   top_level_extra:
     description:
       - Extra top-level keys, e.g. C(kv_load_failure_policy) (read only at MultiConnector level).
@@ -132,6 +139,7 @@ def main():
             mooncake_module_path=dict(type="str"),
             pool_extra=dict(type="dict", default={}),
             top_level_extra=dict(type="dict", default={}),
+            pool_enabled=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -140,7 +148,8 @@ def main():
         config = build(p["side"], p["kv_port"], p["mooncake"], p["lookup_rpc_port"], p["dp_size"], p["tp_size"],
                        engine_id=p["engine_id"], pool_backend=p["pool_backend"],
                        mooncake_extra=p["mooncake_extra"], mooncake_module_path=p["mooncake_module_path"],
-                       pool_extra=p["pool_extra"], top_level_extra=p["top_level_extra"])
+                       pool_extra=p["pool_extra"], top_level_extra=p["top_level_extra"],
+                       pool_enabled=p["pool_enabled"])
     except KvConfigError as exc:
         module.fail_json(msg="invalid kv-transfer-config for the %s side: %s; fix the vllm_* variables in the "
                              "inventory" % (p["side"], exc))

@@ -83,7 +83,8 @@ def test_installed_collection_renders_the_golden_files(env, tarball):
     assert not differ, "the installed collection renders these differently from tests/golden/a3: %s" % differ
 
 
-PLAYBOOKS = ("site", "validate", "preflight", "deploy", "render", "status", "stop", "verify", "teardown", "monitoring")
+PLAYBOOKS = ("site", "validate", "preflight", "deploy", "render", "status", "stop", "verify", "teardown", "monitoring",
+             "benchmark")
 
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS)

@@ -185,3 +185,54 @@ def test_to_json_is_compact_and_round_trips():
     text = K.to_json(cfg)
     assert " " not in text and json.loads(text) == cfg
     assert K.to_json({"a": "ü"}) == '{"a":"\\u00fc"}'
+
+
+# --- the KV pool toggle (vllm_kv_pool_enabled) ---------------------------------------------------------
+
+def test_pool_off_is_a_plain_mooncake_config_without_the_store_connector():
+    cfg = K.build("prefill", 30000, MOONCAKE, 0, 2, 16, engine_id=0, mooncake_extra={"use_ascend_direct": True},
+                  mooncake_module_path=MODULE_PATH, top_level_extra={"kv_load_failure_policy": "recompute"},
+                  pool_enabled=False)
+    assert K.to_json(cfg) == (
+        '{"kv_connector":"MooncakeConnectorV1","kv_role":"kv_producer","kv_port":"30000","engine_id":"0",'
+        '"kv_connector_module_path":"vllm_ascend.distributed.mooncake_connector",'
+        '"kv_load_failure_policy":"recompute","kv_connector_extra_config":'
+        '{"use_ascend_direct":true,"prefill":{"dp_size":2,"tp_size":16},"decode":{"dp_size":2,"tp_size":16}}}')
+    assert "AscendStoreConnector" not in K.to_json(cfg) and "lookup_rpc_port" not in K.to_json(cfg)
+    decode = K.build("decode", 30100, MOONCAKE, 1, 2, 16, pool_enabled=False)
+    assert decode == {"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_consumer", "kv_port": "30100",
+                      "kv_connector_extra_config": {"prefill": {"dp_size": 2, "tp_size": 16},
+                                                    "decode": {"dp_size": 2, "tp_size": 16}}}
+
+
+def test_pool_on_is_the_default_and_unchanged():
+    assert K.to_json(K.build("prefill", 30000, MOONCAKE, 0, 2, 16, engine_id=0, pool_enabled=True,
+                             mooncake_extra={"use_ascend_direct": True}, mooncake_module_path=MODULE_PATH)) \
+        == SEED_PREFILL_DP0
+
+
+def test_pool_off_still_checks_the_mooncake_blocks():
+    with pytest.raises(K.KvConfigError, match="mooncake.prefill says dp 2 / tp 16"):
+        K.build("prefill", 30000, MOONCAKE, 0, 4, 16, pool_enabled=False)
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"pool_extra": {"load_async": True}}, "pool_extra {'load_async': True} is set but the KV pool is off"),
+    ({"top_level_extra": {"kv_port": "1"}}, "top_level_extra may not set kv_port with the pool off"),
+    ({"top_level_extra": {"kv_connector_module_path": "a.b"}}, "may not set kv_connector_module_path"),
+])
+def test_pool_off_refuses_settings_nothing_would_read(kwargs, needle):
+    with pytest.raises(K.KvConfigError, match=needle.replace("{", r"\{").replace("}", r"\}")):
+        K.build("prefill", 30000, MOONCAKE, 0, 2, 16, pool_enabled=False, **kwargs)
+    # the same settings are fine with the pool on (kv_port is then a top-level key nobody computes)
+    K.build("prefill", 30000, MOONCAKE, 0, 2, 16, pool_enabled=True, **kwargs)
+
+
+def test_pool_enabled_must_be_a_bool():
+    with pytest.raises(K.KvConfigError, match="pool_enabled must be true or false, got 'no'"):
+        K.build("prefill", 30000, MOONCAKE, 0, 2, 16, pool_enabled="no")
+
+
+def test_notes_read_a_plain_mooncake_config():
+    assert K.notes(K.build("prefill", 30000, MOONCAKE, 0, 2, 16, pool_enabled=False)) == []
+    assert K.notes(K.build("prefill", 30000, MOONCAKE, 0, 2, 16))  # yuanrong: the patch note

@@ -519,6 +519,18 @@ def test_pool_backend_differs_between_hosts():
     one(inv, must=("vllm_kv_pool_backend differs between the hosts", "d1='mooncake'", "one KV pool"))
 
 
+def test_pool_enabled_not_a_bool():
+    one(seed(vllm_kv_pool_enabled="off"), must=("vllm_kv_pool_enabled is 'off'", "true or false"))
+
+
+def test_pool_enabled_differs_between_hosts_warns():
+    assert new_messages(seed(vllm_kv_pool_enabled=False), "error") == []
+    assert new_messages(seed(vllm_kv_pool_enabled=False), "warning") == []
+    inv = seed(vllm_kv_pool_enabled=True)
+    inv["hosts"]["p1"]["vllm_kv_pool_enabled"] = False
+    one(inv, kind="warning", must=("vllm_kv_pool_enabled differs between the hosts", "p1=False", "neither arm"))
+
+
 def test_served_model_name_empty():
     one(seed(vllm_served_model_name=""), must=("vllm_served_model_name is ''", "the model name clients send"),
         count=2)  # and the served-model-name flag no longer matches it
