@@ -235,36 +235,43 @@ download_yuanrong() { # -> $YUANRONG_WHEEL (not in any image: the yuanrong role 
   step_done "$(du -h "$YUANRONG_WHEEL" | cut -f1)"
 }
 
-# ---- etcd release-layout archive from the host's Debian binaries ---------------------------------
+# ---- release-layout archives (etcd, Prometheus) from the host's Debian binaries --------------------
+# pack_release_archive ARCHIVE NAME BIN...: ARCHIVE (a .tar.gz) holds NAME/ with the BINs, as the upstream
+# releases do; rebuilt only when missing or older than a BIN. Reproducible: fixed order, owner and time, no
+# gzip timestamp.
+pack_release_archive() {
+  local archive=$1 name=$2 bin stale=0 tmp
+  shift 2
+  [ -s "$archive" ] || stale=1
+  for bin in "$@"; do [ "$bin" -nt "$archive" ] && stale=1; done
+  [ "$stale" = 1 ] || return 0
+  step "$(basename "$archive") from $*"
+  tmp=$(mktemp -d)
+  mkdir -p "$tmp/$name" "$(dirname "$archive")"
+  cp "$@" "$tmp/$name/"
+  chmod 0755 "$tmp/$name"/*
+  tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - "$name" | gzip -n >"$archive.tmp"
+  mv "$archive.tmp" "$archive"
+  rm -rf "$tmp"
+  step_done
+}
+
 build_etcd_archive() { # -> $ETCD_ARCHIVE, $ETCD_SHA256
-  local etcd_bin etcdctl_bin version name tmp
+  local etcd_bin etcdctl_bin version name
   etcd_bin=$(command -v etcd) || die "etcd not found (apt-get install etcd-server)"
   etcdctl_bin=$(command -v etcdctl) || die "etcdctl not found (apt-get install etcd-client)"
   version=$("$etcd_bin" --version | awk '/^etcd Version:/ { print $3 }')
   [ -n "$version" ] || die "cannot read the version of $etcd_bin"
   name=etcd-v$version-linux-amd64
   ETCD_ARCHIVE=$CACHE_DIR/etcd/$name.tar.gz
-  if ! [ -s "$ETCD_ARCHIVE" ] || [ "$etcd_bin" -nt "$ETCD_ARCHIVE" ] || [ "$etcdctl_bin" -nt "$ETCD_ARCHIVE" ]; then
-    step "etcd archive $name.tar.gz from $etcd_bin, $etcdctl_bin"
-    tmp=$(mktemp -d)
-    mkdir -p "$tmp/$name" "$CACHE_DIR/etcd"
-    cp "$etcd_bin" "$etcdctl_bin" "$tmp/$name/"
-    chmod 0755 "$tmp/$name"/*
-    # Reproducible: fixed order, owner and time, no gzip timestamp.
-    tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - "$name" |
-      gzip -n >"$ETCD_ARCHIVE.tmp"
-    mv "$ETCD_ARCHIVE.tmp" "$ETCD_ARCHIVE"
-    rm -rf "$tmp"
-    step_done
-  fi
+  pack_release_archive "$ETCD_ARCHIVE" "$name" "$etcd_bin" "$etcdctl_bin"
   ETCD_SHA256=$(sha256sum "$ETCD_ARCHIVE" | cut -d' ' -f1)
   echo "$ETCD_SHA256  $(basename "$ETCD_ARCHIVE")" >"$ETCD_ARCHIVE.sha256"
   log "etcd archive: $ETCD_ARCHIVE sha256 $ETCD_SHA256"
 }
 
-# ---- Prometheus release-layout archive from the host's Debian binaries -----------------------------
-build_prometheus_archive() { # -> $PROMETHEUS_ARCHIVE
-  local prom_bin promtool_bin version name tmp
+build_prometheus_archive() { # -> $PROMETHEUS_ARCHIVE (the monitoring role installs it on the proxy host)
+  local prom_bin promtool_bin version name
   prom_bin=$(command -v prometheus) || die "prometheus not found (apt-get install prometheus)"
   promtool_bin=$(command -v promtool) || die "promtool not found (apt-get install prometheus)"
   # "prometheus, version 2.42.0+ds (branch: ...)": the release number without Debian's +ds suffix
@@ -272,18 +279,7 @@ build_prometheus_archive() { # -> $PROMETHEUS_ARCHIVE
   [ -n "$version" ] || die "cannot read the version of $prom_bin"
   name=prometheus-$version.linux-amd64
   PROMETHEUS_ARCHIVE=$CACHE_DIR/prometheus/$name.tar.gz
-  if ! [ -s "$PROMETHEUS_ARCHIVE" ] || [ "$prom_bin" -nt "$PROMETHEUS_ARCHIVE" ] || [ "$promtool_bin" -nt "$PROMETHEUS_ARCHIVE" ]; then
-    step "Prometheus archive $name.tar.gz from $prom_bin, $promtool_bin"
-    tmp=$(mktemp -d)
-    mkdir -p "$tmp/$name" "$CACHE_DIR/prometheus"
-    cp "$prom_bin" "$promtool_bin" "$tmp/$name/"
-    chmod 0755 "$tmp/$name"/*
-    tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - "$name" |
-      gzip -n >"$PROMETHEUS_ARCHIVE.tmp"
-    mv "$PROMETHEUS_ARCHIVE.tmp" "$PROMETHEUS_ARCHIVE"
-    rm -rf "$tmp"
-    step_done
-  fi
+  pack_release_archive "$PROMETHEUS_ARCHIVE" "$name" "$prom_bin" "$promtool_bin"
   log "Prometheus archive: $PROMETHEUS_ARCHIVE"
 }
 
