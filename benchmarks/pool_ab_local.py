@@ -19,14 +19,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 STATE = REPO / ".cache" / "pool_ab_local"
-VENV = Path(os.environ.get("ENGINE_VENV", "/work/main/.cache/engine-venv"))
-VAS = Path(os.environ.get("VLLM_ASCEND_SRC", "/work/main/.cache/vllm-ascend-src"))
+VENV = Path(os.environ.get("ENGINE_VENV", REPO / ".cache" / "engine-venv"))
+VAS = Path(os.environ.get("VLLM_ASCEND_SRC", REPO / ".cache" / "vllm-ascend-src"))
 P0, P1, D0, PROXY, ETCD = "127.60.0.11", "127.60.0.12", "127.60.0.13", "127.60.0.15", "127.60.0.21"
 API, ETCD_PORT, PROXY_PORT = 6700, 23790, 8088
 WORKERS = {P0: f"{P0}:18481", P1: f"{P1}:18481", D0: f"{D0}:18481"}
 MOONCAKE = {"prefill": {"dp_size": 1, "tp_size": 2}, "decode": {"dp_size": 1, "tp_size": 2}}
-POOL_WORKER_REL = "vllm_ascend/distributed/kv_transfer/kv_pool/ascend_store/pool_worker.py"
 PROXY_REL = "examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
+sys.path.insert(0, str(REPO / "tests" / "sim"))
+from simnet import POOL_WORKER_REL, pool_tree_with_yuanrong  # noqa: E402  (the live tests' helpers)
 
 
 def _kv():
@@ -101,16 +102,8 @@ def _kill(name, pids):
 
 def _tree():
     root = STATE / "vllm-ascend"
-    pw = root / POOL_WORKER_REL
-    if not pw.exists():
-        pw.parent.mkdir(parents=True, exist_ok=True)
-        text = (VAS / POOL_WORKER_REL).read_text().replace(
-            "backend_map = {", 'backend_map = {\n    "yuanrong": {\n        "name": "YuanrongBackend",\n'
-            '        "path": "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.yuanrong_backend",\n'
-            '    },', 1)
-        pw.write_text(text)
-        (pw.parent / "backend").mkdir(exist_ok=True)
-        (pw.parent / "backend" / "yuanrong_backend.py").write_text("class YuanrongBackend:\n    pass\n")
+    if not (root / POOL_WORKER_REL).exists():
+        pool_tree_with_yuanrong(VAS, root)
     return root
 
 

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-"""Loopback plumbing shared by the simulation's live tests (test_engine.py, test_honest_proxy.py):
-test addresses on lo, free ports, and a clean environment for the processes they start."""
+"""Loopback plumbing shared by the simulation's live tests (test_engine.py, test_honest_proxy.py) and
+benchmarks/pool_ab_local.py: test addresses on lo, free ports, a clean environment for the processes they start,
+and a vllm-ascend pool worker with the yuanrong backend registered."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ import subprocess
 
 import pytest
 
+POOL_WORKER_REL = "vllm_ascend/distributed/kv_transfer/kv_pool/ascend_store/pool_worker.py"
 PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
              "ftp_proxy", "no_proxy", "NO_PROXY")
 # Variables of this shell that would change what a simulated engine or the proxy does.
@@ -78,3 +80,19 @@ def clean_env(**extra):
         else:
             env[k] = str(v)
     return env
+
+
+def pool_tree_with_yuanrong(vas_src, root):
+    """Under root, a copy of vllm-ascend's pool_worker.py (from the source tree vas_src) with the yuanrong backend
+    registered in its backend_map, as the seed's patch does, and a stand-in backend module. Returns root."""
+    pw = root / POOL_WORKER_REL
+    pw.parent.mkdir(parents=True, exist_ok=True)
+    text = (vas_src / POOL_WORKER_REL).read_text()
+    assert "backend_map = {" in text, "%s: no backend_map to register the yuanrong backend in" % (vas_src / POOL_WORKER_REL)
+    text = text.replace("backend_map = {", 'backend_map = {\n    "yuanrong": {\n'
+                        '        "name": "YuanrongBackend",\n        "path": "vllm_ascend.distributed.'
+                        'kv_transfer.kv_pool.ascend_store.backend.yuanrong_backend",\n    },', 1)
+    pw.write_text(text)
+    (pw.parent / "backend").mkdir(exist_ok=True)
+    (pw.parent / "backend" / "yuanrong_backend.py").write_text("class YuanrongBackend:\n    pass\n")
+    return root

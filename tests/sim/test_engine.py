@@ -28,12 +28,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from simnet import clean_env, free_port, free_range, loopback_addresses
+from simnet import POOL_WORKER_REL, clean_env, free_port, free_range, loopback_addresses, pool_tree_with_yuanrong
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_HOME = REPO / "sim" / "engine"
 SHIM = ENGINE_HOME / "bin" / "vllm"
-POOL_WORKER_REL = "vllm_ascend/distributed/kv_transfer/kv_pool/ascend_store/pool_worker.py"
 PROXY_REL = "examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
 
 P0, P1, D0, D1, PROXY_IP, SPARE = (f"127.40.0.{i}" for i in (11, 12, 13, 14, 15, 16))
@@ -269,18 +268,7 @@ def sim(tmp_path, hosts):
 
         def patched_tree(self):
             """A copy of the relevant vllm-ascend files with a yuanrong backend registered (as the patch does)."""
-            root = tmp_path / "vllm-ascend-patched"
-            pw = root / POOL_WORKER_REL
-            pw.parent.mkdir(parents=True, exist_ok=True)
-            text = (VAS_SRC / POOL_WORKER_REL).read_text()
-            assert "backend_map = {" in text
-            text = text.replace("backend_map = {", 'backend_map = {\n    "yuanrong": {\n'
-                                '        "name": "YuanrongBackend",\n        "path": "vllm_ascend.distributed.'
-                                'kv_transfer.kv_pool.ascend_store.backend.yuanrong_backend",\n    },', 1)
-            pw.write_text(text)
-            (pw.parent / "backend").mkdir(exist_ok=True)
-            (pw.parent / "backend" / "yuanrong_backend.py").write_text("class YuanrongBackend:\n    pass\n")
-            return root
+            return pool_tree_with_yuanrong(VAS_SRC, tmp_path / "vllm-ascend-patched")
 
         def yr_stub(self):
             """A stand-in yr.datasystem package (import works, no SDK needed)."""
