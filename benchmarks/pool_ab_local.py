@@ -5,7 +5,7 @@ building each engine's --kv-transfer-config with plugins/module_utils/_kv_transf
 `down` stops what it started (by pid). Prints the proxy URL and the engines' /metrics URLs as JSON.
 
 Needs (read-only) an engine venv with yr.datasystem + dscli + fastapi/httpx/uvicorn ($ENGINE_VENV, default
-/work/main/.cache/engine-venv), the unpacked vllm-ascend 0.18.0 sdist ($VLLM_ASCEND_SRC), etcd on PATH, and the
+.cache/engine-venv of the checkout), the unpacked vllm-ascend 0.18.0 sdist ($VLLM_ASCEND_SRC), etcd on PATH, and the
 addresses 127.60.0.{11,12,13,15,21} on lo (root: `ip addr add 127.60.0.11/32 dev lo`, ...).
 """
 import json
