@@ -9,8 +9,9 @@ tests all call these. Input is a plain dict built from the inventory:
     {"groups": {"prefill": [...], "decode": [...]},
      "hosts": {name: {<per-host settings, see HOST_KEYS>}}}
 
-Everything derivable is derived here once: dp sizes, dp rank starts, dp addresses, the etcd and
-proxy hosts, proxy backend lists, DS_WORKER_ADDR, kv port ranges, the Mooncake dp/tp blocks.
+Everything derivable is derived here once: the DP groups of each side (vllm_<side>_dp_groups, default 1:
+the seed's one group per side), their dp sizes, dp rank starts and dp addresses, the etcd and proxy hosts,
+proxy backend lists, DS_WORKER_ADDR, kv port ranges, the Mooncake dp/tp blocks.
 """
 from __future__ import annotations
 
