@@ -9,7 +9,8 @@ short_description: Derive the PD topology (dp ranks, addresses, ports, peers) fr
 description:
   - Reads the per-host variables of the C(prefill) and C(decode) groups (a variable a host does not set is the
     default of the collection role that ships it) and derives everything else once
-    (dp size and rank starts, dp address, etcd and proxy hosts, proxy backend lists, DS_WORKER_ADDR,
+    (the DP groups of each side (C(vllm_<side>_dp_groups), default one per side), each group's dp size, rank
+    starts and dp address, etcd and proxy hosts, proxy backend lists, DS_WORKER_ADDR,
     kv port ranges, the Mooncake prefill/decode blocks).
   - The same file provides C(size_gib), C(size_mib), C(size_bytes), C(meminfo), C(sections), C(stat_types),
     C(cann_version) and C(port_hits) (the preflight's host read, see plugins/module_utils/_host.py), C(preflight_host)

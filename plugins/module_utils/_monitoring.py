@@ -61,11 +61,15 @@ def file_sd(topo: dict, proxy_port: int, cluster: str = "") -> dict:
         for side in SIDES:
             for host in topo["sides"][side]["hosts"]:
                 me = hosts[host]
+                extra = {}
+                if len(topo["sides"][side].get("groups") or [None]) > 1:
+                    # several DP groups on this side: dp_rank repeats per group; A3DPGroupIncomplete sums by dp_group
+                    extra["dp_group"] = str(me["group"])
                 for inst in me["instances"]:
                     engines.append({
                         "targets": [_hostport(me["business_ip"], inst["api_port"])],
                         "labels": _labels(topo, host, "vllm", inst["api_port"], cluster,
-                                          {"dp_rank": str(inst["dp_rank"])}),
+                                          dict(extra, dp_rank=str(inst["dp_rank"]))),
                     })
         etcd_host, proxy_host = topo["etcd_host"], topo["proxy_host"]
         etcd_address = topo["etcd_address"]
@@ -90,7 +94,8 @@ def file_sd(topo: dict, proxy_port: int, cluster: str = "") -> dict:
 
 
 def dp_sizes(topo: dict) -> dict:
-    """{side: number of engine ranks} (what a complete DP group has; the rules compare with it)."""
+    """{side: number of engine ranks of one DP group} (what a complete DP group has; the rules compare with it).
+    Every group of a side has the same size (validation)."""
     return {side: int(topo["sides"][side]["dp_size"]) for side in SIDES}
 
 

@@ -9,8 +9,9 @@ tests all call these. Input is a plain dict built from the inventory:
     {"groups": {"prefill": [...], "decode": [...]},
      "hosts": {name: {<per-host settings, see HOST_KEYS>}}}
 
-Everything derivable is derived here once: dp sizes, dp rank starts, dp addresses, the etcd and
-proxy hosts, proxy backend lists, DS_WORKER_ADDR, kv port ranges, the Mooncake dp/tp blocks.
+Everything derivable is derived here once: the DP groups of each side (vllm_<side>_dp_groups, default 1:
+the seed's one group per side), their dp sizes, dp rank starts and dp addresses, the etcd and proxy hosts,
+proxy backend lists, DS_WORKER_ADDR, kv port ranges, the Mooncake dp/tp blocks.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ TOPOLOGY_KEYS = (
     "vllm_prefill_lookup_rpc_port", "vllm_decode_lookup_rpc_port",
     "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port",
     "hugepages_target", "hugepages_page_size", "vllm_dp_address",
+    "vllm_prefill_dp_groups", "vllm_decode_dp_groups",
 )
 # Further per-host variables only validation reads (_validate_rules; its RULE_KEYS must all be in HOST_KEYS).
 # None of them may refer to a3 or a3_self: the topology filter reads HOST_KEYS to derive those.
@@ -134,6 +136,18 @@ def side_local_key(values: dict, side: str) -> str:
             else "vllm_dp_size_local")
 
 
+def side_groups(values: dict, side: str) -> int:
+    """Independent DP groups of a side: vllm_<side>_dp_groups (unset: 1, the seed's one group per side)."""
+    own = values.get("vllm_%s_dp_groups" % side)
+    return int(own) if own is not None else 1
+
+
+def split_groups(members: list, count: int) -> list:
+    """The side's hosts in inventory order, cut into `count` consecutive groups of equal size."""
+    size = len(members) // count
+    return [members[i * size:(i + 1) * size] for i in range(count)]
+
+
 def derive(inv: dict) -> dict:
     """Derive the whole topology. Raises TopologyError if the inventory is unusable;
     call validate() first to get every problem at once."""
@@ -155,64 +169,99 @@ def derive(inv: dict) -> dict:
         lead = members[0]
         local = side_local(hosts[lead], side)
         tp = int(hv(lead, "vllm_%s_tp_size" % side))
+        parts = split_groups(members, side_groups(hosts[lead], side))
+        group_dp = len(parts[0]) * local
+        dp_groups = []
+        for number, part in enumerate(parts):
+            dp_groups.append({
+                "index": number,
+                "hosts": part,
+                "dp_master": part[0],
+                "dp_address": hv(part[0], "a3_business_ip"),
+                "dp_rpc_port": int(hv(part[0], "vllm_dp_rpc_port")),
+                "dp_size": group_dp,
+                # Proxy backends of this group: one entry per engine instance (host repeated per local rank).
+                "backend_hosts": [hv(h, "a3_business_ip") for h in part for _unused in range(side_local(hosts[h], side))],
+                "api_ports": [int(hv(h, "vllm_api_port")) + i for h in part for i in range(side_local(hosts[h], side))],
+            })
         sides[side] = {
             "hosts": members,
             "ips": [hv(h, "a3_business_ip") for h in members],
-            "api_ports": [int(hv(h, "vllm_api_port")) + i
-                          for h in members for i in range(side_local(hosts[h], side))],
-            "dp_size": len(members) * local,
+            "api_ports": [p for g in dp_groups for p in g["api_ports"]],
+            # The dp size of one DP group (every group of a side has the same size); the seed: the whole side.
+            "dp_size": group_dp,
             "dp_size_local": local,
             "tp_size": tp,
-            "dp_address": hv(lead, "a3_business_ip"),
+            "dp_address": dp_groups[0]["dp_address"],
             "kv_role": "kv_producer" if side == "prefill" else "kv_consumer",
+            "groups": dp_groups,
+            "instances": len(members) * local,
         }
-    # Proxy backend lists: one entry per engine instance (host repeated per local rank).
+    # Proxy backend lists: every instance of every group (the proxy balances over all groups).
     for side in SIDES:
         s = sides[side]
-        s["backend_hosts"] = [hv(h, "a3_business_ip")
-                              for h in s["hosts"] for _unused in range(side_local(hosts[h], side))]
+        s["backend_hosts"] = [ip for g in s["groups"] for ip in g["backend_hosts"]]
+    # The Mooncake prefill/decode blocks: the dp/tp of one DP group of each side, the same in every instance's
+    # kv-transfer config. vllm-ascend 0.18.0's MooncakeConnector (kv_p2p/mooncake_connector.py) only asserts and
+    # stores the remote side's dp_size (_prefill_dp_size/_decode_dp_size are read nowhere else): which remote rank
+    # to pull from comes with each request (kv_transfer_params remote_host/remote_port, remote_ptp_size), so the
+    # peer block need not list every instance of the other side. Its own block must equal what vLLM runs
+    # (check_mooncake: --data-parallel-size, i.e. its group's dp size). Groups of a side are equally sized
+    # (validation), so "one group of the peer side" is well defined and the seed (one group per side) is unchanged.
     mooncake = {side: {"dp_size": sides[side]["dp_size"], "tp_size": sides[side]["tp_size"]}
                 for side in SIDES}
 
     per_host = {}
     for side in SIDES:
-        for index, host in enumerate(groups[side]):
-            v = hosts[host]
-            local = side_local(v, side)
-            tp = int(v["vllm_%s_tp_size" % side])
-            kv_port = int(v["vllm_%s_kv_port" % side])
-            start = index * local
-            ip = v["a3_business_ip"]
-            instances = []
-            for i in range(local):
-                rank = start + i
-                kv_first = kv_port + rank * tp
-                instances.append({
-                    "local_rank": i,
-                    "dp_rank": rank,
-                    "api_port": int(v["vllm_api_port"]) + i,
-                    "devices": list(range(i * tp, (i + 1) * tp)),
-                    "kv_ports": [kv_first, kv_first + tp - 1],
-                    "lookup_rpc_port": _lookup_port(v["vllm_%s_lookup_rpc_port" % side], rank, i),
-                })
-            per_host[host] = {
-                "side": side,
-                "index": index,
-                "business_ip": ip,
-                "nic_name": v["a3_nic_name"],
-                "dp_size": sides[side]["dp_size"],
-                "dp_size_local": local,
-                "dp_rank_start": start,
-                "dp_address": v.get("vllm_dp_address") or sides[side]["dp_address"],
-                "dp_rpc_port": int(v["vllm_dp_rpc_port"]),
-                "tp_size": tp,
-                "kv_port": kv_port,
-                "vllm_start_port": int(v["vllm_api_port"]),
-                "instances": instances,
-                "ds_worker_addr": "%s:%s" % (ip, int(v["yuanrong_worker_port"])),
-                "is_etcd_host": host == etcd_host,
-                "is_proxy_host": host == proxy_host,
-            }
+        for group in sides[side]["groups"]:
+            for index_in_group, host in enumerate(group["hosts"]):
+                index = groups[side].index(host)
+                v = hosts[host]
+                local = side_local(v, side)
+                tp = int(v["vllm_%s_tp_size" % side])
+                side_kv_port = int(v["vllm_%s_kv_port" % side])
+                # vLLM numbers ranks within the DP group (--data-parallel-rank < --data-parallel-size) and the
+                # Mooncake connector listens on kv_port + that rank x tp. Its handshake cache is keyed by the remote
+                # engine_id and port only (kv_caches_base_addr[engine_id][port]), and vLLM makes engine_id
+                # "<id>_dp<local rank>": rank 0 of two prefill groups would share both. So each group's kv_port
+                # starts after the previous groups' ranges: every instance of a side keeps a port range of its own
+                # (the seed's: vllm_<side>_kv_port + instance x tp), and the seed (one group) keeps its value.
+                group_kv_port = side_kv_port + group["index"] * group["dp_size"] * tp
+                start = index_in_group * local
+                ip = v["a3_business_ip"]
+                instances = []
+                for i in range(local):
+                    rank = start + i
+                    kv_first = group_kv_port + rank * tp
+                    instances.append({
+                        "local_rank": i,
+                        "dp_rank": rank,
+                        "api_port": int(v["vllm_api_port"]) + i,
+                        "devices": list(range(i * tp, (i + 1) * tp)),
+                        "kv_ports": [kv_first, kv_first + tp - 1],
+                        "lookup_rpc_port": _lookup_port(v["vllm_%s_lookup_rpc_port" % side], rank, i),
+                    })
+                per_host[host] = {
+                    "side": side,
+                    "index": index,
+                    "group": group["index"],
+                    "group_hosts": list(group["hosts"]),
+                    "business_ip": ip,
+                    "nic_name": v["a3_nic_name"],
+                    "dp_size": group["dp_size"],
+                    "dp_size_local": local,
+                    "dp_rank_start": start,
+                    "dp_address": v.get("vllm_dp_address") or group["dp_address"],
+                    "dp_rpc_port": int(v["vllm_dp_rpc_port"]),
+                    "tp_size": tp,
+                    "kv_port": group_kv_port,
+                    "vllm_start_port": int(v["vllm_api_port"]),
+                    "instances": instances,
+                    "ds_worker_addr": "%s:%s" % (ip, int(v["yuanrong_worker_port"])),
+                    "is_etcd_host": host == etcd_host,
+                    "is_proxy_host": host == proxy_host,
+                }
+    per_host = {h: per_host[h] for s in SIDES for h in groups[s]}
     etcd_port = int(hosts[etcd_host]["etcd_client_port"]) if etcd_host in hosts else None
     return {
         "sides": sides,
@@ -350,6 +399,11 @@ def _validate(inv: dict, allow_placeholders: bool = False):
                 errors.append("%s: vllm_%s_dp_size_local is %r: set a positive integer (engine instances per %s node) "
                               "or leave it unset for vllm_dp_size_local" % (h, side, own, side))
                 bad_numbers = True
+            count = v.get("vllm_%s_dp_groups" % side)
+            if count is not None and (not _is_int(count) or int(count) < 1):
+                errors.append("%s: vllm_%s_dp_groups is %r: set a positive integer (independent DP groups the %s hosts "
+                              "are split into; 1 = the seed's one group per side)" % (h, side, count, side))
+                bad_numbers = True
             spec = v.get("vllm_%s_lookup_rpc_port" % side)
             if not (_is_int(spec) or spec == "dp_rank"):
                 errors.append("%s: vllm_%s_lookup_rpc_port is %r: set an integer or 'dp_rank'" % (h, side, spec))
@@ -397,10 +451,13 @@ def _validate(inv: dict, allow_placeholders: bool = False):
     # Consistency within a side: these values are per group, not per host.
     inconsistent = False
     for side in SIDES:
-        for key in ("dp_size_local", "vllm_%s_tp_size" % side, "vllm_%s_kv_port" % side):
+        for key in ("dp_size_local", "vllm_%s_tp_size" % side, "vllm_%s_kv_port" % side, "dp_groups"):
             if key == "dp_size_local":
                 values = {h: side_local(hosts[h], side) for h in groups[side]}
                 key = "vllm_%s_dp_size_local" % side
+            elif key == "dp_groups":
+                values = {h: side_groups(hosts[h], side) for h in groups[side]}
+                key = "vllm_%s_dp_groups" % side
             else:
                 values = {h: hosts[h].get(key) for h in groups[side]}
             if len({int(x) for x in values.values()}) > 1:
@@ -408,6 +465,18 @@ def _validate(inv: dict, allow_placeholders: bool = False):
                               "(group_vars)" % (", ".join(groups[side]), key, side,
                                                 ", ".join("%s=%s" % kv for kv in values.items())))
                 inconsistent = True
+    # Independent DP groups: consecutive hosts of equal number, so every group has the same dp size (the
+    # Mooncake prefill/decode blocks describe one group of each side).
+    for side in SIDES:
+        count, n = side_groups(hosts[groups[side][0]], side), len(groups[side])
+        if not inconsistent and (count > n or n % count):
+            fits = [str(d) for d in range(1, n + 1) if n % d == 0]
+            errors.append("%s: vllm_%s_dp_groups is %d but the %s group has %d hosts (%s): the hosts must divide "
+                          "evenly into groups of the same size (consecutive hosts in inventory order form a group); "
+                          "set vllm_%s_dp_groups to one of %s, or add/remove %s hosts"
+                          % (groups[side][0], side, count, side, n, ", ".join(groups[side]), side, ", ".join(fits),
+                             side))
+            inconsistent = True
     if inconsistent or any(len(s) > 1 for s in members.values()):
         return errors, warnings
 
@@ -416,12 +485,13 @@ def _validate(inv: dict, allow_placeholders: bool = False):
     errors += more_errors
     warnings += more_warnings
     for side in SIDES:
-        expected = topo["sides"][side]["dp_address"]
-        for h in groups[side]:
-            if topo["hosts"][h]["dp_address"] != expected:
-                warnings.append("%s: vllm_dp_address %s is not the %s group's first host (%s): the DP group only forms "
-                                "when every member points at rank 0's address (seed FAQ: DP 组无法建立连接)"
-                                % (h, topo["hosts"][h]["dp_address"], side, expected))
+        for group in topo["sides"][side]["groups"]:
+            expected = group["dp_address"]
+            for h in group["hosts"]:
+                if topo["hosts"][h]["dp_address"] != expected:
+                    warnings.append("%s: vllm_dp_address %s is not the %s group's first host (%s): the DP group only "
+                                    "forms when every member points at rank 0's address (seed FAQ: DP 组无法建立连接)"
+                                    % (h, topo["hosts"][h]["dp_address"], side, expected))
     ptp, dtp = topo["sides"]["prefill"]["tp_size"], topo["sides"]["decode"]["tp_size"]
     if ptp < dtp:
         errors.append("prefill/decode: vllm_prefill_tp_size %d is lower than vllm_decode_tp_size %d: the Mooncake "

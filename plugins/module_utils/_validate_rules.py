@@ -940,8 +940,10 @@ def check_topology(inv: dict, topo: dict):
                               "to at most %d" % (name, me["vllm_start_port"], inst["dp_rank"], inst["api_port"],
                                                  65535 - me["dp_size_local"] + 1))
             if inst["kv_ports"][1] > 65535:
+                setting = int(inv["hosts"][name]["vllm_%s_kv_port" % me["side"]])
+                instances = topo["sides"][me["side"]].get("instances", me["dp_size"])
                 errors.append("%s: vllm_%s_kv_port is %d: dp rank %d's Mooncake ports end at %d, above 65535: set "
-                              "vllm_%s_kv_port to at most %d" % (name, me["side"], me["kv_port"], inst["dp_rank"],
+                              "vllm_%s_kv_port to at most %d" % (name, me["side"], setting, inst["dp_rank"],
                                                                  inst["kv_ports"][1], me["side"],
-                                                                 65536 - me["dp_size"] * me["tp_size"]))
+                                                                 65536 - instances * me["tp_size"]))
     return errors, []

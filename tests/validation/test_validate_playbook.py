@@ -124,3 +124,14 @@ def test_valid_inventory_passes_with_the_seed_warning(tmp_path):
     proc = validate(make_inventory(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "inside Mooncake's random port band [20000, 36000)" in proc.stdout + proc.stderr
+
+
+def test_dp_groups_that_do_not_divide_a_side(tmp_path):
+    """vllm_<side>_dp_groups reaches validation from group_vars; a split that leaves groups of unequal size fails."""
+    proc = validate(make_inventory(tmp_path, group_vars={"vllm_prefill_dp_groups": 2, "vllm_decode_dp_groups": 3}))
+    assert proc.returncode != 0
+    assert problems(proc) == [
+        "d0: vllm_decode_dp_groups is 3 but the decode group has 2 hosts (d0, d1): the hosts must divide evenly into "
+        "groups of the same size (consecutive hosts in inventory order form a group); set vllm_decode_dp_groups to "
+        "one of 1, 2, or add/remove decode hosts"]
+    assert "node.invalid" not in proc.stdout

@@ -94,3 +94,16 @@ def test_an_unusable_topology_is_an_error_naming_what_lacks(broken, message):
 def test_a_bad_proxy_port_is_an_error():
     with pytest.raises(M.MonitoringError, match="proxy_port"):
         M.file_sd(topology(), "eighty")
+
+
+def test_split_sides_label_each_rank_with_its_dp_group_and_size_one_group():
+    topo = topology(vllm_decode_dp_groups=2)
+    sd = M.file_sd(topo, 8088)
+    labels = {g["labels"]["host"]: g["labels"] for g in sd["vllm"]}
+    # decode is split (one group per node): rank 0 in each, told apart by dp_group
+    assert (labels["d0"]["dp_group"], labels["d0"]["dp_rank"]) == ("0", "0")
+    assert (labels["d1"]["dp_group"], labels["d1"]["dp_rank"]) == ("1", "0")
+    # prefill stays one group: no dp_group label, as in the seed
+    assert "dp_group" not in labels["p1"] and labels["p1"]["dp_rank"] == "1"
+    assert M.dp_sizes(topo) == {"prefill": 2, "decode": 1}
+    assert "dp_group" not in json.dumps(M.file_sd(topology(), 8088))

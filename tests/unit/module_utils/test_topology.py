@@ -231,3 +231,119 @@ def test_input_is_not_modified():
     T.validate(inv)
     T.derive(inv)
     assert inv == before
+
+
+# --- Independent DP groups per side (vllm_<side>_dp_groups) -------------------------------------------------------
+
+def inventory8(**overrides):
+    """Eight hosts: four prefill (p0..p3), four decode (d0..d3)."""
+    hosts = {}
+    names = {"prefill": ["p0", "p1", "p2", "p3"], "decode": ["d0", "d1", "d2", "d3"]}
+    for n, name in enumerate(names["prefill"] + names["decode"]):
+        hosts[name] = dict(BASE_HOST, a3_business_ip="192.0.2.%d" % (21 + n), a3_nic_name="bond0")
+    inv = {"groups": names, "hosts": hosts}
+    for key, value in overrides.items():
+        for h in hosts:
+            hosts[h][key] = value
+    return inv
+
+
+def test_one_group_per_side_is_the_seed():
+    """Unset and 1 derive exactly the same topology (the seed's one DP group per side)."""
+    seed = T.derive(inventory())
+    assert T.derive(inventory(vllm_prefill_dp_groups=1, vllm_decode_dp_groups=1)) == seed
+    for side in T.SIDES:
+        (group,) = seed["sides"][side]["groups"]
+        assert group["hosts"] == seed["sides"][side]["hosts"] and group["dp_size"] == 2
+        assert all(seed["hosts"][h]["group_hosts"] == group["hosts"] for h in group["hosts"])
+
+
+def test_two_groups_on_four_hosts_one_per_node():
+    topo = T.derive(inventory(vllm_prefill_dp_groups=2, vllm_decode_dp_groups=2))
+    for side, (a, b) in (("prefill", ("p0", "p1")), ("decode", ("d0", "d1"))):
+        groups = topo["sides"][side]["groups"]
+        assert [g["hosts"] for g in groups] == [[a], [b]]
+        assert [g["dp_master"] for g in groups] == [a, b]
+        assert [g["dp_address"] for g in groups] == [IPS[a], IPS[b]]
+        assert [g["dp_size"] for g in groups] == [1, 1]
+        for h in (a, b):
+            me = topo["hosts"][h]
+            # each node is the DP master of its own group of one: rank 0, dp size 1, its own address
+            assert (me["dp_size"], me["dp_rank_start"], me["dp_address"], me["group_hosts"]) == (1, 0, IPS[h], [h])
+            assert [i["dp_rank"] for i in me["instances"]] == [0]
+        # the proxy still lists every instance of every group
+        assert topo["sides"][side]["backend_hosts"] == [IPS[a], IPS[b]]
+        assert topo["sides"][side]["api_ports"] == [6700, 6700]
+    # Mooncake blocks: one group of each side; every instance's own block equals what it runs (dp 1)
+    assert topo["mooncake"] == {"prefill": {"dp_size": 1, "tp_size": 16}, "decode": {"dp_size": 1, "tp_size": 16}}
+    # group 1's kv_port starts after group 0's range, so rank 0 of both groups never shares a handshake port
+    assert (topo["hosts"]["p0"]["kv_port"], topo["hosts"]["p1"]["kv_port"]) == (30000, 30016)
+    assert topo["hosts"]["p1"]["instances"][0]["kv_ports"] == [30016, 30031]
+    assert topo["hosts"]["d1"]["instances"][0]["kv_ports"] == [30116, 30131]
+    # the DP RPC port is bound by every group's master
+    assert any("DP RPC" in w for _a, _b, w in T.host_ports("p1", topo, inventory()["hosts"]["p1"]))
+    errors, _unused = T.validate(inventory(vllm_prefill_dp_groups=2, vllm_decode_dp_groups=2))
+    assert errors == []
+
+
+def test_two_groups_on_eight_hosts():
+    inv = inventory8(vllm_prefill_dp_groups=2, vllm_decode_dp_groups=2, vllm_decode_dp_size_local=2,
+                     vllm_decode_tp_size=8)
+    topo = T.derive(inv)
+    pre, dec = topo["sides"]["prefill"], topo["sides"]["decode"]
+    assert [g["hosts"] for g in pre["groups"]] == [["p0", "p1"], ["p2", "p3"]]
+    assert [g["dp_address"] for g in pre["groups"]] == ["192.0.2.21", "192.0.2.23"]
+    assert [g["dp_size"] for g in pre["groups"]] == [2, 2]
+    assert [g["hosts"] for g in dec["groups"]] == [["d0", "d1"], ["d2", "d3"]]
+    assert [g["dp_size"] for g in dec["groups"]] == [4, 4]
+    assert [g["dp_master"] for g in dec["groups"]] == ["d0", "d2"]
+    by_host = {h: (topo["hosts"][h]["dp_rank_start"], topo["hosts"][h]["dp_address"], topo["hosts"][h]["dp_size"],
+                   topo["hosts"][h]["group"]) for h in topo["hosts"]}
+    assert by_host["p3"] == (1, "192.0.2.23", 2, 1)
+    assert by_host["d1"] == (2, "192.0.2.25", 4, 0)
+    assert by_host["d3"] == (2, "192.0.2.27", 4, 1)
+    assert [i["dp_rank"] for i in topo["hosts"]["d3"]["instances"]] == [2, 3]
+    # every instance of a side keeps its own kv port range (the seed's formula over the whole side)
+    kv = [tuple(i["kv_ports"]) for h in dec["hosts"] for i in topo["hosts"][h]["instances"]]
+    assert kv == [(30100 + k * 8, 30107 + k * 8) for k in range(8)]
+    assert topo["hosts"]["d2"]["kv_port"] == 30132
+    assert len(pre["backend_hosts"]) == 4 and len(dec["backend_hosts"]) == 8
+    assert dec["api_ports"] == [6700, 6701] * 4
+    assert topo["mooncake"] == {"prefill": {"dp_size": 2, "tp_size": 16}, "decode": {"dp_size": 4, "tp_size": 8}}
+    assert dec["groups"][1]["backend_hosts"] == \
+        ["192.0.2.27", "192.0.2.27", "192.0.2.28", "192.0.2.28"]
+    errors, _unused = T.validate(inv)
+    assert errors == []
+    # one group per side on the same hosts stays one DP group of four
+    one = T.derive(inventory8())
+    assert one["hosts"]["p3"]["dp_rank_start"] == 3 and one["hosts"]["p3"]["dp_address"] == "192.0.2.21"
+
+
+def test_groups_that_do_not_divide_the_side_are_refused():
+    errors, _unused = T.validate(inventory8(vllm_prefill_dp_groups=3))
+    (msg,) = [e for e in errors if "vllm_prefill_dp_groups" in e]
+    assert msg.startswith("p0: vllm_prefill_dp_groups is 3 but the prefill group has 4 hosts (p0, p1, p2, p3)")
+    assert "set vllm_prefill_dp_groups to one of 1, 2, 4" in msg
+    errors, _unused = T.validate(inventory(vllm_decode_dp_groups=4))
+    assert any(e.startswith("d0: vllm_decode_dp_groups is 4 but the decode group has 2 hosts") for e in errors)
+
+
+def test_groups_must_be_a_positive_integer_and_one_value_per_side():
+    errors, _unused = T.validate(inventory(vllm_decode_dp_groups=0))
+    assert any("d0, d1: vllm_decode_dp_groups is 0: set a positive integer" in e for e in errors)
+    errors, _unused = T.validate(inventory(vllm_prefill_dp_groups="two"))
+    assert any("vllm_prefill_dp_groups is 'two'" in e for e in errors)
+    inv = inventory()
+    inv["hosts"]["p1"]["vllm_prefill_dp_groups"] = 2
+    errors, _unused = T.validate(inv)
+    assert any(e.startswith("p0, p1: vllm_prefill_dp_groups differs between the prefill hosts (p0=1, p1=2)")
+               for e in errors)
+
+
+def test_dp_address_override_is_checked_against_its_own_group():
+    inv = inventory8(vllm_prefill_dp_groups=2)
+    inv["hosts"]["p3"]["vllm_dp_address"] = "192.0.2.21"   # group 0's master, not its own group's
+    _unused, warnings = T.validate(inv)
+    assert any(w.startswith("p3: vllm_dp_address 192.0.2.21 is not the prefill group's first host (192.0.2.23)")
+               for w in warnings)
+    assert not any(w.startswith("p1: vllm_dp_address") for w in warnings)
