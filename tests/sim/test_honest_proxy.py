@@ -613,3 +613,51 @@ def test_command_line(tmp_path):
     assert r.returncode == 2 and "Number of prefiller hosts must match" in r.stderr
     r = run("--help")
     assert r.returncode == 0 and "--a3-first-byte-timeout" in r.stdout and "--prefiller-hosts" in r.stdout
+
+
+def test_drain_keeps_new_requests_off_a_backend_through_its_restart(procs, pair):
+    pre, dec = pair
+    port = free_port(D1)
+    other = procs.engine("decode-drain", D1, port, "kv_consumer").wait_ready()
+    # listed first: the upstream picks the lowest (load, index), so sequential requests would all go to it
+    w = procs.wrapper([addr(pre)], [(D1, port), addr(dec)])
+    w.wait_health(200, 10)
+    key, drained_key = f"{D1}:{port}", ("decode", f"{D1}:{port}")
+    # what a rolling restart does: drain, wait until idle, stop, start, undrain
+    status, _unused, body = http("POST", w.base + "/a3/drain", {"backends": [key]})
+    assert status == 200, body
+    answer = json.loads(body)
+    assert answer["drained"] == [key] and answer["changed"] == [key]
+    assert answer["backends"][0]["drained"] and answer["backends"][0]["outstanding_load"] < 1
+    assert other.stop() == 0
+    # before the probes notice the stop: without the drain these would all go to the stopped decode
+    for i in range(8):
+        status, _unused, body = http("POST", w.base + "/v1/completions",
+                                     {"model": "glm-5.1", "prompt": f"dr{i}", "max_tokens": 16})
+        assert status == 200 and f"dr{i}" in json.loads(body)["choices"][0]["text"], body
+    w.wait_health(200, 1)
+    procs.engine("decode-drain2", D1, port, "kv_consumer").wait_ready()
+    deadline = time.monotonic() + DETECT_S + 5
+    while w.backends()[drained_key]["state"] != "up" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    back = w.backends()[drained_key]
+    assert back["state"] == "up" and back["healthy"] and back["drained"]  # the prober did not undo the drain
+    assert w.metrics()[f'a3_proxy_backend_drained{{role="decode",backend="{key}"}}'] == 1
+    assert w.metrics()[f'a3_proxy_backend_up{{role="decode",backend="{key}"}}'] == 0
+    # every decode drained: clients get 503 saying so, at once
+    status, _unused, body = http("POST", w.base + "/a3/drain", {"backends": [f"{D0}:{dec.port}"]})
+    assert status == 200 and json.loads(body)["drained"] == sorted([key, f"{D0}:{dec.port}"])
+    status, headers, body = http("POST", w.base + "/v1/chat/completions", CHAT)
+    err = assert_json_error(status, headers, body, codes=(503,))
+    assert "drained for maintenance" in err["message"]
+    status, _unused, body = http("POST", w.base + "/a3/undrain", {"backends": [key, f"{D0}:{dec.port}"]})
+    assert status == 200 and json.loads(body)["drained"] == []
+    for i in range(4):
+        status, _unused, body = http("POST", w.base + "/v1/chat/completions", CHAT)
+        assert status == 200 and json.loads(body)["choices"][0]["message"]["content"], body
+    assert all(b["outstanding_load"] < 1 and not b["drained"] for b in w.backends().values())
+    # what the endpoints refuse
+    status, _unused, body = http("POST", w.base + "/a3/drain", {"backends": ["127.0.0.1:1"]})
+    assert status == 400 and "unknown backend 127.0.0.1:1" in json.loads(body)["error"]["message"]
+    assert http("GET", w.base + "/a3/drain")[0] == 405
+    assert "drained for maintenance (kept out of the selection)" in w.output()

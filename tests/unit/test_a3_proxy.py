@@ -199,6 +199,7 @@ def test_snapshot_fields():
     b.observe(True, "HTTP 200", 1.5)
     snap = b.snapshot(in_rotation=True)
     assert snap == {"role": "decode", "backend": "h:1", "state": "up", "in_rotation": True, "healthy": True,
+                    "drained": False, "outstanding_load": 0.0,
                     "last_probe_ok": True, "last_probe_time": "1970-01-01T00:00:01.500Z",
                     "last_probe_detail": "HTTP 200", "consecutive_failures": 0,
                     "last_change_time": "1970-01-01T00:00:01.500Z",
@@ -355,3 +356,79 @@ def test_metrics_of_the_ds_workers():
     assert "a3_proxy_etcd_read_ok 0" in failed and "a3_proxy_ds_worker_registered" not in failed
     plain = a3.render_metrics({}, [], {})
     assert "a3_proxy_etcd_read_ok" not in plain and "a3_proxy_ds_worker_registered" not in plain
+
+
+# ----------------------------------------------------------------------------- drain for maintenance
+
+class _Server(object):
+    def __init__(self, host, port, tokens=0.0, kv=0.0):
+        self.host, self.port, self.active_tokens, self.active_kv_cache = host, port, tokens, kv
+
+
+def test_parse_backend_list_names_known_backends_once_sorted():
+    known = ["h2:2", "h1:1", "h3:3"]
+    assert a3.parse_backend_list(b'{"backends": ["h2:2", "h1:1", "h2:2"]}', known) == ["h1:1", "h2:2"]
+
+
+@pytest.mark.parametrize("body", [b"", b"[]", b'{"backends": []}', b'{"backends": "h1:1"}',
+                                  b'{"backends": [1]}', b'{"backend": ["h1:1"]}', b"not json"])
+def test_parse_backend_list_refuses_a_bad_body(body):
+    with pytest.raises(ValueError, match=r'\{"backends": \["host:port"'):
+        a3.parse_backend_list(body, ["h1:1"])
+
+
+def test_parse_backend_list_names_the_unknown_and_the_known():
+    with pytest.raises(ValueError) as err:
+        a3.parse_backend_list(b'{"backends": ["h1:1", "x:9", "y:8"]}', ["h1:1", "h2:2"])
+    assert str(err.value) == "unknown backends x:9, y:8: the proxy has h1:1, h2:2"
+
+
+def test_pin_drained_puts_drained_servers_behind_every_other():
+    servers = [_Server("a", 1), _Server("b", 2), _Server("c", 3)]
+    heap = [(0.0, 0, servers[0]), (50.0, 1, servers[1]), (900.0, 2, servers[2])]
+    pinned = a3.pin_drained(heap, {"a:1"})
+    order = []
+    while pinned:
+        order.append(a3.heapq.heappop(pinned)[2].port)
+    assert order == [2, 3, 1]  # the least loaded server is drained: the next one is chosen
+
+
+def test_pin_drained_keeps_the_order_among_drained_and_does_not_pin_twice():
+    servers = [_Server("a", 1), _Server("b", 2)]
+    once = a3.pin_drained([(5.0, 0, servers[0]), (1.0, 1, servers[1])], {"a:1", "b:2"})
+    twice = a3.pin_drained(once, {"a:1", "b:2"})
+    assert sorted(p for p, _i, _s in twice) == [1.0 + a3.DRAIN_PRIORITY, 5.0 + a3.DRAIN_PRIORITY]
+    assert a3.heapq.heappop(twice)[2].port == 2
+    assert a3.pin_drained([(5.0, 0, servers[0])], set()) == [(5.0, 0, servers[0])]
+
+
+def test_outstanding_load_counts_prefill_kv_until_decode_pulled_it():
+    assert a3.outstanding_load(_Server("p", 1, tokens=0.0, kv=120.5), "prefill") == 120.5
+    assert a3.outstanding_load(_Server("d", 1, tokens=30.0, kv=99.0), "decode") == 30.0
+    assert a3.outstanding_load(_Server("d", 1, tokens=1e-14), "decode") < a3.IDLE_LOAD
+
+
+def _drained(role, name=None):
+    b = a3.BackendHealth(role, name or role[0], 1, threshold=1, now=0.0)
+    b.observe(True, "HTTP 200", 1.0)
+    return b.snapshot(True, drained=True, outstanding_load=42.0)
+
+
+def test_a_drained_backend_is_healthy_but_not_usable():
+    snap = _drained("decode")
+    assert snap["healthy"] and snap["in_rotation"] and snap["drained"] and snap["outstanding_load"] == 42.0
+    assert not a3.usable(snap)
+    assert a3.health_decision([_snap("prefill"), _snap("decode", name="d2"), snap])[0] == 200
+
+
+def test_every_decode_drained_is_503_saying_so():
+    status, body = a3.health_decision([_snap("prefill"), _drained("decode")])
+    assert status == 503 and body["missing"] == ["decode"]
+    assert "d:1 drained for maintenance (POST /a3/undrain puts it back)" in body["message"]
+
+
+def test_metrics_export_the_drain_and_the_backend_is_not_up():
+    lines = a3.render_metrics({}, [_snap("prefill"), _drained("decode")], {}).splitlines()
+    assert 'a3_proxy_backend_drained{role="decode",backend="d:1"} 1' in lines
+    assert 'a3_proxy_backend_drained{role="prefill",backend="p:1"} 0' in lines
+    assert 'a3_proxy_backend_up{role="decode",backend="d:1"} 0' in lines

@@ -18,6 +18,13 @@ ProxyState) and forwards every request to its ASGI app. What this file adds:
   --a3-first-byte-timeout -> 503 (the upstream request is cancelled); a stream cut midway ends with an
   SSE error event and "data: [DONE]". The backend's own 4xx JSON errors are passed on as they are.
 * GET /a3/backends (the prober's view, JSON) and GET /metrics (Prometheus text).
+* Drain for maintenance: POST /a3/drain {"backends": ["host:port", ...]} keeps those backends out of the
+  selection (new requests go to the others; what they are serving finishes) until POST /a3/undrain with
+  the same body. A drain survives the backend's restart (the prober does not put it back); every backend
+  of a role drained means 503 for clients, as when none is healthy. /a3/backends shows each backend's
+  "drained" flag and "outstanding_load" (the upstream's own count of the work it still has there: 0 when
+  idle), which a rolling restart waits on. The upstream's /instances/remove is no drain under load: it only
+  lowers a backend's priority while any request runs, and the next selection or release undoes that.
 
 The decision logic (argument split, answer classification, error bodies, the health decision, the
 rotation state machine, the metrics text) is plain Python at the top of this file and imports nothing
@@ -32,6 +39,7 @@ import asyncio
 import base64
 import contextvars
 import importlib.util
+import heapq
 import json
 import logging
 import math
@@ -45,6 +53,12 @@ UPSTREAM_MODULE = "load_balance_proxy_server_example"
 ROLES = ("prefill", "decode")
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 SSE_DONE = b"data: [DONE]"
+# Added to a drained backend's priority before each selection: the upstream picks the lowest priority, and
+# its own scores (outstanding tokens) stay far below this.
+DRAIN_PRIORITY = 1e15
+# Below this the upstream's outstanding load of a backend counts as idle (its scores are sums and
+# differences of floats of 10 and more: what is left when every request was released is rounding).
+IDLE_LOAD = 1.0
 
 log = logging.getLogger("a3_proxy")
 
@@ -311,8 +325,9 @@ class BackendHealth(object):
         self.last_request_failure = detail
         self.last_request_failure_time = now
 
-    def snapshot(self, in_rotation):
+    def snapshot(self, in_rotation, drained=False, outstanding_load=0.0):
         return {"role": self.role, "backend": self.key, "state": self.state, "in_rotation": bool(in_rotation),
+                "drained": bool(drained), "outstanding_load": round(float(outstanding_load), 3),
                 "healthy": self.state == "up", "last_probe_ok": self.last_probe_ok,
                 "last_probe_time": iso_time(self.last_probe_time), "last_probe_detail": self.last_probe_detail,
                 "consecutive_failures": self.failures, "last_change_time": iso_time(self.last_change_time),
@@ -352,7 +367,41 @@ def iso_time(ts):
 
 
 def usable(snap):
-    return snap["healthy"] and snap["in_rotation"]
+    return snap["healthy"] and snap["in_rotation"] and not snap.get("drained", False)
+
+
+def parse_backend_list(body, known):
+    """The backends a POST /a3/drain or /a3/undrain names: body is the request's bytes, a JSON object
+    {"backends": ["host:port", ...]}; known: the backend keys the proxy has. Returns the list, or raises
+    ValueError with what is wrong and what the proxy knows."""
+    data = _json(body)
+    names = data.get("backends") if isinstance(data, dict) else None
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise ValueError('the body must be a JSON object {"backends": ["host:port", ...]} with at least one backend')
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError("unknown backend%s %s: the proxy has %s" % ("s" if len(unknown) > 1 else "",
+                         ", ".join(unknown), ", ".join(sorted(set(known))) or "none"))
+    return sorted(set(names))
+
+
+def pin_drained(heap, drained):
+    """The upstream's selection heap [(priority, index, server), ...] with every drained server (its
+    "host:port" in drained) pushed behind all others, as a valid heap. Only a drained server is chosen then
+    when every server is drained (the caller answers 503 before that)."""
+    pinned = [(p + DRAIN_PRIORITY if p < DRAIN_PRIORITY and backend_key(s.host, s.port) in drained else p, i, s)
+              for p, i, s in heap]
+    heapq.heapify(pinned)
+    return pinned
+
+
+def outstanding_load(server, role):
+    """The work the upstream still counts on a server (ServerState): its active tokens, and for a prefill
+    the KV cache decode has not pulled yet. Below IDLE_LOAD the server is idle."""
+    load = float(getattr(server, "active_tokens", 0) or 0)
+    if role == "prefill":
+        load += float(getattr(server, "active_kv_cache", 0) or 0)
+    return load
 
 
 def health_decision(snapshots):
@@ -380,6 +429,8 @@ def _why_not(snap):
         if snap["last_probe_ok"] is None:
             return "not probed yet"
         return "not answered /health yet (%d failed: %s)" % (snap["consecutive_failures"], snap["last_probe_detail"])
+    if snap.get("drained"):
+        return "drained for maintenance (POST /a3/undrain puts it back)"
     if snap["state"] == "down":
         return "out of rotation: %s" % snap["last_change_reason"]
     if not snap["in_rotation"]:
@@ -436,6 +487,11 @@ def render_metrics(requests, snapshots, counters, start_time=None, ds_workers=No
     for s in sorted(snapshots, key=lambda s: (s["role"], s["backend"])):
         out.append('a3_proxy_backend_up{role="%s",backend="%s"} %d'
                    % (s["role"], _label(s["backend"]), 1 if usable(s) else 0))
+    out += ["# HELP a3_proxy_backend_drained 1 while the backend is drained for maintenance (/a3/drain).",
+            "# TYPE a3_proxy_backend_drained gauge"]
+    for s in sorted(snapshots, key=lambda s: (s["role"], s["backend"])):
+        out.append('a3_proxy_backend_drained{role="%s",backend="%s"} %d'
+                   % (s["role"], _label(s["backend"]), 1 if s.get("drained") else 0))
     out += ["# HELP a3_proxy_backend_consecutive_failures Consecutive failed /health probes of the backend.",
             "# TYPE a3_proxy_backend_consecutive_failures gauge"]
     for s in sorted(snapshots, key=lambda s: (s["role"], s["backend"])):
@@ -675,6 +731,7 @@ class HonestProxy(object):
         self.up = upstream
         self.opt = options
         self.backends = {}  # (role, "host:port") -> BackendHealth
+        self.drained = set()  # "host:port" of the backends drained for maintenance
         self.requests = {}
         self.counters = {}
         self._wake = None
@@ -717,8 +774,45 @@ class HonestProxy(object):
         return (any(str(s) == backend.key for s in servers)
                 and not any(str(s) == backend.key for s in tainted))
 
+    def _load(self, backend):
+        servers, _unused = self._lists(backend.role)
+        return sum(outstanding_load(s, backend.role) for s in servers if str(s) == backend.key)
+
     def snapshots(self):
-        return [b.snapshot(self.in_rotation(b)) for b in self.backends.values()]
+        return [b.snapshot(self.in_rotation(b), b.key in self.drained, self._load(b)) for b in self.backends.values()]
+
+    def _pin_selection(self):
+        """Drained backends go behind all others at every selection of the upstream (its select_prefiller and
+        select_decoder, replaced on its ProxyState instance): the upstream resets a server's priority whenever
+        it selects or releases it, so the pin is applied again before each choice."""
+        state = self.up.proxy_state
+        for name, heap in (("select_prefiller", "prefiller_heap"), ("select_decoder", "decoder_heap")):
+            def select(score, _original=getattr(state, name), _heap=heap):
+                if self.drained:
+                    setattr(state, _heap, pin_drained(getattr(state, _heap), self.drained))
+                return _original(score)
+            setattr(state, name, select)
+
+    async def _drain(self, send, path, receive):
+        body = await _read_request_body(receive)
+        if body is None:
+            return
+        try:
+            names = parse_backend_list(body, [b.key for b in self.backends.values()])
+        except ValueError as exc:
+            return await _send_json(send, 400, error_body(str(exc), "BadRequestError", 400))
+        drain = path == "/a3/drain"
+        changed = sorted(set(names) - self.drained) if drain else sorted(set(names) & self.drained)
+        if drain:
+            self.drained.update(names)
+        else:
+            self.drained.difference_update(names)
+        if changed:
+            self._count("a3_proxy_rotation_changes_total", len(changed))
+            log.warning("%s %s", "drained for maintenance (kept out of the selection):" if drain else
+                        "undrained (back in the selection):", ", ".join(changed))
+        return await _send_json(send, 200, {"drained": sorted(self.drained), "changed": changed, "backends": sorted(
+            (s for s in self.snapshots() if s["backend"] in names), key=lambda s: (s["role"], s["backend"]))})
 
     def _discover(self):
         """Backends added to the upstream through /instances/add are probed too."""
@@ -883,6 +977,10 @@ class HonestProxy(object):
             return await _send_bytes(send, 200, text, b"text/plain; version=0.0.4; charset=utf-8")
         if path in COMPLETION_PATHS and method == "POST":
             return await self._completion(scope, receive, send)
+        if path in ("/a3/drain", "/a3/undrain"):
+            if method != "POST":
+                return await _send_json(send, 405, {"detail": "Method Not Allowed"}, [(b"allow", b"POST")])
+            return await self._drain(send, path, receive)
         return await self.up.app(scope, receive, send)
 
     async def _lifespan(self, receive, send):
@@ -894,6 +992,7 @@ class HonestProxy(object):
             self._lifespan_cm = self.up.app.router.lifespan_context(self.up.app)
             await self._lifespan_cm.__aenter__()
             self._discover()  # hooks the clients the upstream just made
+            self._pin_selection()
             self._probe_client = httpx.AsyncClient(timeout=httpx.Timeout(self.opt.a3_probe_timeout), trust_env=False,
                                                    limits=httpx.Limits(max_keepalive_connections=0))
             self._wake = asyncio.Event()
