@@ -57,8 +57,9 @@ VLLM_ASCEND_SRC=$PWD/.cache/vllm-ascend-src \
   tests/sim/test_cluster.py
 
 step "molecule: the four-node simulated cluster (converge, idempotence, check mode, verify) and its faults"
-# default leaves its cluster up for selfheal (faults under load, no repair), which destroys it.
-for scenario in default selfheal preflight_faults vnic_down hccn_not_mounted; do
+# default leaves its cluster up for selfheal (faults under load, no repair), which leaves it up for rolling
+# (the GLM-5 layout in independent groups, a rolling restart under load), which destroys it.
+for scenario in default selfheal rolling preflight_faults vnic_down hccn_not_mounted; do
   step "molecule test -s $scenario"
   molecule test -s "$scenario"
 done
