@@ -661,3 +661,52 @@ def test_drain_keeps_new_requests_off_a_backend_through_its_restart(procs, pair)
     assert status == 400 and "unknown backend 127.0.0.1:1" in json.loads(body)["error"]["message"]
     assert http("GET", w.base + "/a3/drain")[0] == 405
     assert "drained for maintenance (kept out of the selection)" in w.output()
+
+
+def test_drain_holds_after_the_upstream_removed_and_added_backends(procs, pair):
+    """The upstream's heap stops matching its list positions once backends left and came back under load
+    (a removal waits for a moment without requests, in another thread): the drain must hold all the same."""
+    pre, _unused = pair
+    ports = [free_port(D1), free_port(D1)]
+    names = [f"{D1}:{p}" for p in ports]
+    engines = [procs.engine(f"decode-cycle{i}", D1, p, "kv_consumer").wait_ready() for i, p in enumerate(ports)]
+    w = procs.wrapper([addr(pre)], [(D1, p) for p in ports])
+    w.wait_health(200, 10)
+    stop, answers = threading.Event(), []
+
+    def client(i):
+        while not stop.is_set():
+            answers.append(http("POST", w.base + "/v1/completions",
+                                {"model": "glm-5.1", "prompt": f"cy{i}", "max_tokens": 16}, timeout=30)[0])
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for i in (0, 1, 0):  # each decode leaves (its probes fail) and comes back, under load
+            assert engines[i].stop() == 0
+            deadline = time.monotonic() + DETECT_S + 5
+            while w.backends()[("decode", names[i])]["state"] != "down" and time.monotonic() < deadline:
+                time.sleep(0.2)
+            engines[i] = procs.engine(f"decode-cycle{i}-again", D1, ports[i], "kv_consumer").wait_ready()
+            deadline = time.monotonic() + DETECT_S + 5
+            while not w.backends()[("decode", names[i])]["in_rotation"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+        # drain each in turn and stop it: nothing may go to it while it is down
+        for i in (0, 1):
+            assert http("POST", w.base + "/a3/drain", {"backends": [names[i]]})[0] == 200
+            time.sleep(1.0)  # requests selected before the drain finish
+            answers.clear()
+            assert engines[i].stop() == 0
+            time.sleep(1.5)  # before the probes notice (fail threshold 2 x 0.5 s)
+            bad = [s for s in list(answers) if s != 200]
+            assert not bad and len(answers) >= 3, (names[i], answers)
+            engines[i] = procs.engine(f"decode-cycle{i}-back", D1, ports[i], "kv_consumer").wait_ready()
+            assert http("POST", w.base + "/a3/undrain", {"backends": [names[i]]})[0] == 200
+            deadline = time.monotonic() + DETECT_S + 5
+            while not all(b["in_rotation"] and b["healthy"] for b in w.backends().values()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)

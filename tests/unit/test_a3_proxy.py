@@ -383,23 +383,19 @@ def test_parse_backend_list_names_the_unknown_and_the_known():
     assert str(err.value) == "unknown backends x:9, y:8: the proxy has h1:1, h2:2"
 
 
-def test_pin_drained_puts_drained_servers_behind_every_other():
-    servers = [_Server("a", 1), _Server("b", 2), _Server("c", 3)]
-    heap = [(0.0, 0, servers[0]), (50.0, 1, servers[1]), (900.0, 2, servers[2])]
-    pinned = a3.pin_drained(heap, {"a:1"})
-    order = []
-    while pinned:
-        order.append(a3.heapq.heappop(pinned)[2].port)
-    assert order == [2, 3, 1]  # the least loaded server is drained: the next one is chosen
+def test_choose_undrained_takes_the_least_loaded_server_that_is_not_drained():
+    servers = [_Server("a", 1, tokens=0.0), _Server("b", 2, tokens=50.0), _Server("c", 3, tokens=900.0)]
+    assert a3.choose_undrained(servers, set(), [], "decode") == 0
+    assert a3.choose_undrained(servers, {"a:1"}, [], "decode") == 1  # the least loaded is drained: the next one
+    assert a3.choose_undrained(servers, {"a:1"}, [servers[1]], "decode") == 2  # tainted by the upstream too
+    assert a3.choose_undrained(servers, {"a:1", "b:2", "c:3"}, [], "decode") is None
 
 
-def test_pin_drained_keeps_the_order_among_drained_and_does_not_pin_twice():
-    servers = [_Server("a", 1), _Server("b", 2)]
-    once = a3.pin_drained([(5.0, 0, servers[0]), (1.0, 1, servers[1])], {"a:1", "b:2"})
-    twice = a3.pin_drained(once, {"a:1", "b:2"})
-    assert sorted(p for p, _i, _s in twice) == [1.0 + a3.DRAIN_PRIORITY, 5.0 + a3.DRAIN_PRIORITY]
-    assert a3.heapq.heappop(twice)[2].port == 2
-    assert a3.pin_drained([(5.0, 0, servers[0])], set()) == [(5.0, 0, servers[0])]
+def test_choose_undrained_weighs_prefill_kv_like_the_upstream_and_breaks_ties_by_index():
+    servers = [_Server("a", 1, tokens=10.0, kv=100.0), _Server("b", 2, tokens=30.0, kv=0.0), _Server("c", 3, tokens=30.0)]
+    assert a3.choose_undrained(servers, set(), [], "prefill") == 1  # 10 + 0.3 x 100 = 40 > 30
+    assert a3.choose_undrained(servers, set(), [], "decode") == 0   # decode ignores the KV held
+    assert a3.choose_undrained(servers, {"a:1"}, [], "decode") == 1  # b and c tie: the lower index
 
 
 def test_outstanding_load_counts_prefill_kv_until_decode_pulled_it():

@@ -19,7 +19,8 @@ ProxyState) and forwards every request to its ASGI app. What this file adds:
   SSE error event and "data: [DONE]". The backend's own 4xx JSON errors are passed on as they are.
 * GET /a3/backends (the prober's view, JSON) and GET /metrics (Prometheus text).
 * Drain for maintenance: POST /a3/drain {"backends": ["host:port", ...]} keeps those backends out of the
-  selection (new requests go to the others; what they are serving finishes) until POST /a3/undrain with
+  selection (new requests go to the others, chosen by the upstream's least-load rule; what the drained
+  ones are serving finishes) until POST /a3/undrain with
   the same body. A drain survives the backend's restart (the prober does not put it back); every backend
   of a role drained means 503 for clients, as when none is healthy. /a3/backends shows each backend's
   "drained" flag and "outstanding_load" (the upstream's own count of the work it still has there: 0 when
@@ -39,7 +40,6 @@ import asyncio
 import base64
 import contextvars
 import importlib.util
-import heapq
 import json
 import logging
 import math
@@ -53,9 +53,6 @@ UPSTREAM_MODULE = "load_balance_proxy_server_example"
 ROLES = ("prefill", "decode")
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 SSE_DONE = b"data: [DONE]"
-# Added to a drained backend's priority before each selection: the upstream picks the lowest priority, and
-# its own scores (outstanding tokens) stay far below this.
-DRAIN_PRIORITY = 1e15
 # Below this the upstream's outstanding load of a backend counts as idle (its scores are sums and
 # differences of floats of 10 and more: what is left when every request was released is rounding).
 IDLE_LOAD = 1.0
@@ -385,14 +382,25 @@ def parse_backend_list(body, known):
     return sorted(set(names))
 
 
-def pin_drained(heap, drained):
-    """The upstream's selection heap [(priority, index, server), ...] with every drained server (its
-    "host:port" in drained) pushed behind all others, as a valid heap. Only a drained server is chosen then
-    when every server is drained (the caller answers 503 before that)."""
-    pinned = [(p + DRAIN_PRIORITY if p < DRAIN_PRIORITY and backend_key(s.host, s.port) in drained else p, i, s)
-              for p, i, s in heap]
-    heapq.heapify(pinned)
-    return pinned
+def choose_undrained(servers, drained, tainted, role):
+    """The index in servers (the upstream's prefillers or decoders list, ServerState objects) of the least
+    loaded server that is neither drained ("host:port" in drained) nor tainted (marked for removal by the
+    upstream), by the upstream's own priority (active tokens, plus 0.3 x the KV cache held for prefill);
+    ties go to the lower index. None when every server is drained or tainted.
+
+    Chosen from the list, not from the upstream's heap: the index is what the upstream uses to look the
+    server up, and the heap's entries stop matching the list's positions once backends have been removed
+    and added back (its removal runs in another thread than its selection)."""
+    best = None
+    for index, server in enumerate(servers):
+        if backend_key(server.host, server.port) in drained or any(server is t for t in tainted):
+            continue
+        load = float(server.active_tokens or 0)
+        if role == "prefill":
+            load += 0.3 * float(server.active_kv_cache or 0)
+        if best is None or load < best[0]:
+            best = (load, index)
+    return None if best is None else best[1]
 
 
 def outstanding_load(server, role):
@@ -782,15 +790,26 @@ class HonestProxy(object):
         return [b.snapshot(self.in_rotation(b), b.key in self.drained, self._load(b)) for b in self.backends.values()]
 
     def _pin_selection(self):
-        """Drained backends go behind all others at every selection of the upstream (its select_prefiller and
-        select_decoder, replaced on its ProxyState instance): the upstream resets a server's priority whenever
-        it selects or releases it, so the pin is applied again before each choice."""
+        """While a backend is drained, the upstream's select_prefiller/select_decoder (replaced on its
+        ProxyState instance) choose among the others (choose_undrained) and book the load the way the
+        upstream does; with nothing drained, or nothing else left, the upstream selects as it always does."""
         state = self.up.proxy_state
-        for name, heap in (("select_prefiller", "prefiller_heap"), ("select_decoder", "decoder_heap")):
-            def select(score, _original=getattr(state, name), _heap=heap):
-                if self.drained:
-                    setattr(state, _heap, pin_drained(getattr(state, _heap), self.drained))
-                return _original(score)
+        for role, name in (("prefill", "select_prefiller"), ("decode", "select_decoder")):
+            def select(score, _original=getattr(state, name), _role=role):
+                if not self.drained:
+                    return _original(score)
+                servers, tainted = self._lists(_role)
+                index = choose_undrained(servers, self.drained, tainted, _role)
+                if index is None:
+                    return _original(score)
+                server = (state.prefillers if _role == "prefill" else state.decoders)[index]
+                server.active_tokens += score
+                if _role == "prefill":
+                    server.active_kv_cache += score
+                    state._update_prefiller_priority(index)
+                else:
+                    state._update_decoder_priority(index)
+                return index
             setattr(state, name, select)
 
     async def _drain(self, send, path, receive):
