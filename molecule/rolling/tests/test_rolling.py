@@ -5,8 +5,11 @@ The converged cluster runs layout.yml: two prefill groups (one node each, two in
 decode groups (one node each, four instances per node). While three clients send chat completions through
 the proxy, the roll drains, restarts, checks and puts back each group in turn. Every request must get a
 real answer (no error of any kind, no empty 200), and every engine process must be a new one afterwards.
-A roll over a side with a single DP group is refused before anything is touched. The numbers go to
-.cache/rolling.json and are printed."""
+A roll over a side with a single DP group is refused before anything is touched. Then an image upgrade
+takes the same path under load (to an image made from a patched container, so every patch of the new
+tag is reported as already there and none is applied), and teardown, asked without confirmation, removes
+nothing, and confirmed, removes the deployment but keeps the model, etcd's data and Prometheus' data.
+The numbers go to .cache/rolling.json and are printed."""
 from __future__ import annotations
 
 import json
@@ -26,9 +29,36 @@ NODES = ("p0", "p1", "d0", "d1")
 INSTANCES = {"p0": 2, "p1": 2, "d0": 4, "d1": 4}
 
 
-def playbook(*args, timeout=1800):
-    return subprocess.run(["ansible-playbook", "playbooks/rolling_restart.yml", "-i", "inventories/sim", "-e", "@" + LAYOUT,
-                           *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+ROWS = {}
+
+
+def playbook(*args, timeout=1800, name="rolling_restart.yml"):
+    return subprocess.run(["ansible-playbook", "playbooks/" + name, "-i", "inventories/sim", "-e", "@" + LAYOUT, *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+
+
+def roll_under_load(*args):
+    """Run the roll while three clients send chat completions through the proxy: (run, seconds, outcomes)."""
+    load = loadgen.Load(faultsuite.PROXY, faultsuite.MODEL, clients=3, timeout=60, max_duration=1500, interval=0.2)
+    load.start()
+    assert load.wait_good(3, timeout=60), "no good answers through the proxy before the roll"
+    t0 = time.monotonic()
+    run = playbook(*args)
+    roll_s = time.monotonic() - t0
+    time.sleep(3)  # requests after the roll count too
+    return run, roll_s, load.stop()
+
+
+def record(name, run, roll_s, outcomes):
+    kinds = {}
+    for o in outcomes:
+        kinds[o.kind] = kinds.get(o.kind, 0) + 1
+    ROWS[name] = {"roll_s": round(roll_s, 1), "requests": len(outcomes), "kinds": kinds,
+                  "groups_drained": run.stdout.count("TASK [Drain the group in the proxy]")}
+    (ROOT / ".cache").mkdir(exist_ok=True)
+    (ROOT / ".cache" / "rolling.json").write_text(json.dumps(ROWS, indent=1))
+    print("\n%s under load: %s" % (name, json.dumps(ROWS[name])))
+    return kinds
 
 
 def engine_pids(node):
@@ -49,31 +79,67 @@ def test_roll_every_group_under_load_without_a_failed_request():
     before = {n: engine_pids(n) for n in NODES}
     for node in NODES:  # the layout runs: one engine process per instance
         assert len(before[node]) == INSTANCES[node], (node, before[node])
-    load = loadgen.Load(faultsuite.PROXY, faultsuite.MODEL, clients=3, timeout=60, max_duration=1500, interval=0.2)
-    load.start()
-    assert load.wait_good(3, timeout=60), "no good answers through the proxy before the roll"
-    t0 = time.monotonic()
-    run = playbook()
-    roll_s = time.monotonic() - t0
-    time.sleep(3)  # requests after the roll count too
-    outcomes = load.stop()
+    run, roll_s, outcomes = roll_under_load()
     assert run.returncode == 0, run.stdout[-6000:]
-    kinds = {}
-    for o in outcomes:
-        kinds[o.kind] = kinds.get(o.kind, 0) + 1
+    kinds = record("rolling restart", run, roll_s, outcomes)
     failed = [o.as_dict() for o in outcomes if o.kind != loadgen.GOOD]
-    after = {n: engine_pids(n) for n in NODES}
-    row = {"roll_s": round(roll_s, 1), "requests": len(outcomes), "kinds": kinds,
-           "groups": "prefill 2 x (1 node, DP2 x TP8), decode 2 x (1 node, DP4 x TP4)",
-           "drained": run.stdout.count("TASK [Drain the group in the proxy]")}
-    (ROOT / ".cache").mkdir(exist_ok=True)
-    (ROOT / ".cache" / "rolling.json").write_text(json.dumps(row, indent=1))
-    print("\nrolling restart under load: %s" % json.dumps(row))
     assert not failed, failed[:5]
     assert kinds.get(loadgen.GOOD, 0) >= 20, kinds
+    assert ROWS["rolling restart"]["groups_drained"] == 4
+    after = {n: engine_pids(n) for n in NODES}
     for node in NODES:  # every engine restarted: no process of before is left, the same count is back
         assert not (after[node] & before[node]) and len(after[node]) == INSTANCES[node], (node, before[node], after[node])
-    for line in run.stdout.splitlines():  # each host changed something (its restart)
-        if line.split(":")[0].strip() in NODES and "changed=" in line:
-            assert " changed=0 " not in line, line
     assert faultsuite.health_problems() == []  # every rank, worker and the proxy healthy afterwards
+
+
+def container_image(node):
+    return faultsuite.node_sh(node, "docker inspect -f '{{.Config.Image}}' %s" % faultsuite.CONTAINER).stdout.strip()
+
+
+def test_image_upgrade_rolls_group_by_group_without_a_failed_request():
+    old = container_image("p0")
+    tag = "v0.18.0-a3-up%d" % int(time.time())
+    new = old.rsplit(":", 1)[0] + ":" + tag
+    # the "new release": the running, patched container of p0 as an image, pushed to the cluster's registry
+    made = faultsuite.node_sh("p0", "docker commit %s %s >/dev/null && docker push %s >/dev/null"
+                              % (faultsuite.CONTAINER, new, new), timeout=600)
+    assert made.returncode == 0, made.stderr
+    run, roll_s, outcomes = roll_under_load("-e", "container_image_tag=" + tag)
+    assert run.returncode == 0, run.stdout[-6000:]
+    kinds = record("image upgrade", run, roll_s, outcomes)
+    failed = [o.as_dict() for o in outcomes if o.kind != loadgen.GOOD]
+    assert not failed, failed[:5]
+    assert kinds.get(loadgen.GOOD, 0) >= 20, kinds
+    for node in NODES:
+        assert container_image(node) == new, node
+    # every node reports the three patches of the row as already in the new image, none is applied again
+    assert run.stdout.count("    - already ") == 3 * len(NODES), run.stdout[-6000:]
+    assert "    - applied " not in run.stdout
+    assert faultsuite.health_problems() == []
+
+
+def node_has(node, path):
+    return faultsuite.node_sh(node, "test -e %s" % path).returncode == 0
+
+
+def units(node):
+    out = faultsuite.node_sh(node, "systemctl list-unit-files --no-legend 'ascend-*' | awk '{print $1}'").stdout
+    return set(out.split())
+
+
+def test_teardown_asks_then_removes_the_deployment_and_keeps_the_data():
+    refused = playbook(name="teardown.yml", timeout=600)
+    assert refused.returncode != 0
+    assert "teardown not confirmed: nothing was removed" in " ".join(refused.stdout.split()), refused.stdout[-3000:]
+    assert "KEPT: the image" in refused.stdout and "/data/GLM-5.1-w8a8" in refused.stdout
+    assert "ascend-vllm.service" in units("d1")
+    run = playbook("-e", "confirm=yes", name="teardown.yml", timeout=900)
+    assert run.returncode == 0, run.stdout[-6000:]
+    for node in NODES:
+        assert not units(node) & {"ascend-vllm.service", "ascend-vllm-canary.timer", "ascend-yr-worker.service"}, node
+        assert faultsuite.node_sh(node, "docker ps -aq").stdout.strip() == "", node  # both containers gone
+        assert not node_has(node, "/var/lib/ascend-vllm-pd"), node
+        assert node_has(node, "/data/GLM-5.1-w8a8/config.json"), node  # the model stays
+    assert not units("p0") & {"ascend-etcd.service", "ascend-prometheus.service"}
+    assert node_has("p0", "/var/lib/ascend-etcd/member") and node_has("p0", "/var/lib/ascend-prometheus")
+    assert not node_has("p0", "/etc/ascend-prometheus/prometheus.yml")
