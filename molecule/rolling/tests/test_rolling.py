@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "sim" / "lib"))
 import faultsuite  # noqa: E402
 import loadgen  # noqa: E402
 
-LAYOUT = "molecule/rolling/layout.yml"
+LAYOUT = "molecule/rolling/vars/layout.yml"
 NODES = ("p0", "p1", "d0", "d1")
 INSTANCES = {"p0": 2, "p1": 2, "d0": 4, "d1": 4}
 
