@@ -33,8 +33,11 @@ ROWS = {}
 
 
 def playbook(*args, timeout=1800, name="rolling_restart.yml"):
+    """ansible-playbook NAME with the layout; .stdout holds stdout and stderr (the default callback prints a failed
+    task's message on stderr when display_failed_stderr is set)."""
     return subprocess.run(["ansible-playbook", "playbooks/" + name, "-i", "inventories/sim", "-e", "@" + LAYOUT, *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                          check=False, stdin=subprocess.DEVNULL)
 
 
 def roll_under_load(*args):
