@@ -28,9 +28,10 @@ once in validation.
 
 Measured once (one run per size, 2 shared cores at load 10-200): 4, 8, 16 hosts took 87, 179, 357 s CPU
 (21.8, 22.4, 22.3 s per host; line 22.47 s/host - 1.9 s, R² 0.9999), 70, 130, 250 files (15 per host + 10:
-the etcd, proxy and monitoring files of p0), derive() 5, 9, 17 (hosts + 1); wall 129, 190, 493 s. 32 and 64
-hosts did not finish in the time there was (22 s of CPU per host is ~24 min for 64); the 64-host render
-validated and derived 65 times before it was stopped. Per host, work over all hosts is the topology filter
+the etcd, proxy and monitoring files of p0), derive() 5, 9, 17 (hosts + 1); wall 129, 190, 493 s. Later,
+alone with a CI run: 32 hosts 689 s CPU (21.5 s per host, on the line), 490 files, derive() 33. 64 hosts did
+not finish in the time there was (22 s of CPU per host is ~24 min for 64); the 64-host render validated and
+derived 65 times before it was stopped. Per host, work over all hosts is the topology filter
 reading every host's variables and the canary's list of the side's peers; the filter, measured outside
 Ansible (InventoryManager + HostVars), costs 0.023 s per call at 64 hosts, 1.5 s per render: 0.1 % of the
 1436 s the line predicts.
