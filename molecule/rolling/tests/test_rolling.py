@@ -33,11 +33,13 @@ ROWS = {}
 
 
 def playbook(*args, timeout=1800, name="rolling_restart.yml"):
-    """ansible-playbook NAME with the layout; .stdout holds stdout and stderr (the default callback prints a failed
-    task's message on stderr when display_failed_stderr is set)."""
+    """ansible-playbook NAME with the layout and the checkout's ansible.cfg, as an operator runs it (molecule points
+    ANSIBLE_CONFIG at its own, whose callback prints results as JSON); .stdout holds stdout and stderr (a failed
+    task's message goes to stderr when display_failed_stderr is set)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     return subprocess.run(["ansible-playbook", "playbooks/" + name, "-i", "inventories/sim", "-e", "@" + LAYOUT, *args],
                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
-                          check=False, stdin=subprocess.DEVNULL)
+                          check=False, stdin=subprocess.DEVNULL, env=env)
 
 
 def roll_under_load(*args):

@@ -26,7 +26,8 @@ def test_single_group_roll_with_accepted_outage_gives_honest_errors_only():
     assert load.wait_good(3, timeout=60)
     run = subprocess.run(["ansible-playbook", "playbooks/rolling_restart.yml", "-i", "inventories/sim", "--tags", "decode",
                           "-e", "rolling_accept_outage=true"], cwd=ROOT, capture_output=True, text=True, timeout=1200,
-                         check=False, stdin=subprocess.DEVNULL)
+                         check=False, stdin=subprocess.DEVNULL,
+                         env=dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
     assert load.wait_good(3, timeout=60), "no good answer after the roll"
     outcomes = load.stop()
     assert run.returncode == 0, run.stdout[-6000:]
