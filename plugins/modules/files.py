@@ -1,0 +1,128 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to ascend.vllm_pd
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: files
+short_description: Write a set of files in one call, changing only those that differ
+description:
+  - Writes every file of O(files) whose content or mode differs from the node's, creating missing parent
+    directories, in one module call (a template or copy task costs two per file).
+  - The action plugin renders O(files[].template) from the role's C(templates/) with the task's variables (as
+    M(ansible.builtin.template) does, C(ansible_managed) included), reads O(files[].src) from the role's
+    C(files/), and sends the contents; the module reads the node's files, plans and writes (atomic renames).
+  - A path that exists as a directory or anything but a regular file fails the task, naming it.
+version_added: 0.2.0
+author:
+  - ascend.vllm_pd contributors (@ascend)
+options:
+  files:
+    description: The files.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      dest:
+        description: Path on the node (after O(root)).
+        type: str
+        required: true
+      template:
+        description: Template in the role's C(templates/), rendered on the controller.
+        type: str
+      src:
+        description: File in the role's C(files/), copied as is.
+        type: str
+      content:
+        description: The content itself.
+        type: str
+      mode:
+        description: Permissions, an octal string such as C("0644").
+        type: str
+        required: true
+  directories:
+    description: Directories that must exist even when no file of O(files) is in them.
+    type: list
+    elements: str
+    default: []
+  directory_mode:
+    description: Mode of the directories it creates.
+    type: str
+    default: "0755"
+  root:
+    description: Prefix of every path (render mode writes under C(render_dir/<host>)).
+    type: str
+    default: ""
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would change and writes nothing.
+  diff_mode:
+    support: full
+    description: A before/after entry per changed file (contents over 64 KiB or binary show as a size).
+"""
+
+EXAMPLES = r"""
+- name: Write the worker scripts and its systemd unit
+  ascend.vllm_pd.files:
+    files:
+      - {template: run_yr_worker.sh.j2, dest: /root/glm5/run_yr_worker.sh, mode: "0755"}
+      - {src: a3_supervise.py, dest: /usr/local/libexec/ascend-vllm-pd/a3_supervise.py, mode: "0755"}
+      - {content: "vm.nr_hugepages=2048\n", dest: /etc/sysctl.d/90-hugepages.conf, mode: "0644"}
+  register: written
+"""
+
+RETURN = r"""
+changed_paths:
+  description: Paths (without O(root)) whose content or mode changed (or would, in check mode).
+  returned: always
+  type: list
+  elements: str
+created_dirs:
+  description: Directories (with O(root)) that were created (or would be).
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._files import apply, parse_mode
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "files": {"type": "list", "elements": "dict", "required": True, "options": {
+                "dest": {"type": "str", "required": True},
+                "template": {"type": "str"},
+                "src": {"type": "str"},
+                "content": {"type": "str"},
+                "mode": {"type": "str", "required": True},
+            }},
+            "directories": {"type": "list", "elements": "str", "default": []},
+            "directory_mode": {"type": "str", "default": "0755"},
+            "root": {"type": "str", "default": ""},
+        },
+        supports_check_mode=True,
+    )
+    root = module.params["root"].rstrip("/")
+    files = []
+    try:
+        for f in module.params["files"]:
+            if f.get("content") is None:
+                module.fail_json(msg="%s: no content; template and src are read by the action plugin "
+                                     "(ascend.vllm_pd.files), which sends the content" % f["dest"])
+            files.append({"path": root + f["dest"], "dest": f["dest"], "mode": parse_mode(f["mode"]),
+                          "content": f["content"].encode("utf-8", "surrogateescape")})
+        result = apply(files, [root + d for d in module.params["directories"]],
+                       parse_mode(module.params["directory_mode"]), module.check_mode, module._diff)
+    except (ValueError, OSError) as e:
+        module.fail_json(msg=str(e))
+    result["changed_paths"] = [p[len(root):] for p in result["changed_paths"]]
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

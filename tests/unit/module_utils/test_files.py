@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+"""plugins/module_utils/_files.py and the module ascend.vllm_pd.files: a role's files in one call, only what
+differs is written; check mode writes nothing; --diff shows before/after."""
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._files import (
+    apply, diff_entry, missing_dirs, parse_mode, plan)
+
+
+def f(path, content=b"x\n", mode=0o644):
+    return {"path": path, "content": content, "mode": mode}
+
+
+def state(content=b"x\n", mode=0o100644, kind="file"):
+    return {"content": content, "mode": mode, "kind": kind}
+
+
+@pytest.mark.parametrize("given, want", [("0644", 0o644), ("755", 0o755), (0o600, 0o600), ("0750", 0o750)])
+def test_parse_mode_reads_octal(given, want):
+    assert parse_mode(given) == want
+
+
+@pytest.mark.parametrize("given", ["rw-r--r--", "0849", "", True, "17777"])
+def test_parse_mode_refuses_what_is_not_an_octal_permission(given):
+    with pytest.raises(ValueError):
+        parse_mode(given)
+
+
+def test_plan_leaves_out_files_in_the_desired_state():
+    assert plan([f("/a"), f("/b", b"y\n")], {"/a": state(), "/b": state(b"y\n")}) == []
+
+
+def test_plan_names_create_update_and_mode_only_changes():
+    files = [f("/new"), f("/content", b"new\n"), f("/mode", mode=0o755)]
+    got = plan(files, {"/new": None, "/content": state(b"old\n"), "/mode": state()})
+    assert [(c["path"], c["action"], c["before"]) for c in got] == [
+        ("/new", "create", None), ("/content", "update", b"old\n"), ("/mode", "mode", b"x\n")]
+
+
+def test_plan_refuses_to_replace_a_directory():
+    with pytest.raises(ValueError, match="/d exists and is not a regular file"):
+        plan([f("/d")], {"/d": state(None, 0o40755, "dir")})
+
+
+def test_missing_dirs_parents_first_and_once():
+    have = {"/", "/etc"}
+    assert missing_dirs(["/etc/a/b/f1", "/etc/a/b/f2", "/etc/a/c/", "/etc/f3"], lambda d: d in have) == [
+        "/etc/a", "/etc/a/b", "/etc/a/c"]
+
+
+def test_diff_entry_hides_large_or_binary_contents_and_shows_a_mode_change():
+    assert diff_entry("/f", None, b"a\n")["before_header"] == "/f (absent)"
+    assert diff_entry("/f", b"\0\1", b"a\n")["before"] == "(2 bytes, not shown)\n"
+    e = diff_entry("/f", b"a\n", b"a\n", 0o644, 0o755)
+    assert e["before"].startswith("mode 0644") and e["after"].startswith("mode 0755")
+
+
+def test_apply_writes_only_what_differs_and_a_second_run_changes_nothing(tmp_path):
+    same = tmp_path / "same.sh"
+    same.write_bytes(b"keep\n")
+    same.chmod(0o755)
+    before = same.stat().st_mtime_ns
+    files = [f(str(same), b"keep\n", 0o755), f(str(tmp_path / "new" / "sub" / "unit.service"), b"[Unit]\n")]
+    first = apply(files, [str(tmp_path / "state")])
+    assert first["changed"] and first["changed_paths"] == [str(tmp_path / "new/sub/unit.service")]
+    assert first["created_dirs"] == [str(tmp_path / "new"), str(tmp_path / "new/sub"), str(tmp_path / "state")]
+    assert same.stat().st_mtime_ns == before  # untouched
+    assert (tmp_path / "new/sub/unit.service").read_bytes() == b"[Unit]\n"
+    assert stat.S_IMODE((tmp_path / "new/sub/unit.service").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o755
+    assert apply(files, [str(tmp_path / "state")]) == {"changed": False, "changed_paths": [], "created_dirs": []}
+
+
+def test_apply_fixes_a_mode_without_rewriting(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"x\n")
+    p.chmod(0o600)
+    ino = p.stat().st_ino
+    assert apply([f(str(p))])["changed_paths"] == [str(p)]
+    assert stat.S_IMODE(p.stat().st_mode) == 0o644 and p.stat().st_ino == ino
+
+
+def test_apply_in_check_mode_writes_nothing_and_tells_the_diff(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"old\n")
+    got = apply([f(str(p), b"new\n"), f(str(tmp_path / "d" / "g"))], check_mode=True, want_diff=True)
+    assert got["changed"] and got["changed_paths"] == [str(p), str(tmp_path / "d/g")]
+    assert p.read_bytes() == b"old\n" and not (tmp_path / "d").exists()
+    assert [(d["before"], d["after"]) for d in got["diff"]] == [("", "(directory)\n"), ("old\n", "new\n"), ("", "x\n")]
+
+
+def test_apply_leaves_no_temporary_file_behind(tmp_path):
+    apply([f(str(tmp_path / "a"), b"1"), f(str(tmp_path / "b"), b"2")])
+    assert sorted(os.listdir(tmp_path)) == ["a", "b"]
+
+
+def test_module_writes_under_root_and_reports_paths_without_it(run_module, tmp_path):
+    root = tmp_path / "render"
+    args = {"root": str(root), "files": [{"dest": "/etc/x.conf", "content": "a=1\n", "mode": "0640"}],
+            "directories": ["/var/lib/state"]}
+    assert run_module("files", args, check_mode=True)["changed_paths"] == ["/etc/x.conf"]
+    assert not root.exists()
+    got = run_module("files", args)
+    assert got["changed"] and got["changed_paths"] == ["/etc/x.conf"]
+    assert (root / "etc/x.conf").read_text() == "a=1\n" and (root / "var/lib/state").is_dir()
+    assert stat.S_IMODE((root / "etc/x.conf").stat().st_mode) == 0o640
+    assert run_module("files", args)["changed"] is False
+
+
+def test_module_fails_naming_a_file_without_content(run_module, tmp_path):
+    got = run_module("files", {"files": [{"dest": str(tmp_path / "t"), "template": "t.j2", "mode": "0644"}]})
+    assert got["failed"] and "no content" in got["msg"] and str(tmp_path / "t") in got["msg"]
