@@ -26,15 +26,14 @@ once in validation.
   .venv/bin/python benchmarks/render_bench.py [--sizes 4,8,16,32,64] [--runs 3] [--small 16] [--no-count]
         [--keep DIR]
 
-Measured once (one run per size, 2 shared cores at load 10-200): 4, 8, 16 hosts took 87, 179, 357 s CPU
-(21.8, 22.4, 22.3 s per host; line 22.47 s/host - 1.9 s, R² 0.9999), 70, 130, 250 files (15 per host + 10:
-the etcd, proxy and monitoring files of p0), derive() 5, 9, 17 (hosts + 1); wall 129, 190, 493 s. Later,
-alone with a CI run: 32 hosts 689 s CPU (21.5 s per host, on the line), 490 files, derive() 33. 64 hosts did
-not finish in the time there was (22 s of CPU per host is ~24 min for 64); the 64-host render validated and
-derived 65 times before it was stopped. Per host, work over all hosts is the topology filter
-reading every host's variables and the canary's list of the side's peers; the filter, measured outside
-Ansible (InventoryManager + HostVars), costs 0.023 s per call at 64 hosts, 1.5 s per render: 0.1 % of the
-1436 s the line predicts.
+Measured (one run per size, 2 shared cores), after roles wrote their files in one call each (ascend.vllm_pd.files):
+4, 8, 16, 32, 64 hosts took 25.2, 56.5, 111.7, 234.4, 464.3 s CPU (6.3, 7.1, 7.0, 7.3, 7.3 s per host; CPU line
+7.32 s/host - 3.1 s, R² 0.9999; the 64-host render took 1.02 times what the line over <= 16 hosts predicts),
+70 ... 970 files (15 per host + 10: the etcd, proxy and monitoring files of p0), derive() hosts + 1. Before that
+change (a template or copy task per file, two module calls each) a host cost 22 s of CPU: 87, 179, 357, 689 s for
+4 to 32 hosts. Per host, work over all hosts is the topology filter reading every host's variables and the
+canary's list of the side's peers; the filter, measured outside Ansible (InventoryManager + HostVars), costs
+0.023 s per call at 64 hosts, 1.5 s per render.
 """
 from __future__ import annotations
 
