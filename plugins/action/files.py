@@ -15,16 +15,17 @@ try:  # ansible-core 2.19
     from ansible.template import trust_as_template
     from ansible._internal._templating._template_vars import generate_ansible_template_vars
 
-    def _template_vars(src, fullpath, dest):
-        return generate_ansible_template_vars(path=src, fullpath=fullpath, dest_path=dest, include_ansible_managed=True)
+    def _template_vars(src, fullpath, dest, managed):
+        return generate_ansible_template_vars(path=src, fullpath=fullpath, dest_path=dest, include_ansible_managed=managed)
 except ImportError:  # ansible-core 2.18
     from ansible.template import generate_ansible_template_vars
 
     def trust_as_template(data):
         return data
 
-    def _template_vars(src, fullpath, dest):
-        return generate_ansible_template_vars(src, fullpath=fullpath, dest_path=dest)
+    def _template_vars(src, fullpath, dest, managed):
+        out = generate_ansible_template_vars(src, fullpath=fullpath, dest_path=dest)
+        return out if managed else {k: v for k, v in out.items() if k != "ansible_managed"}
 
 SOURCES = ("template", "src", "content")
 
@@ -45,10 +46,8 @@ class ActionModule(ActionBase):
         for p in list(task_vars.get("ansible_search_path", [])) + [self._loader._basedir, os.path.dirname(source)]:
             searchpath.extend([os.path.join(p, "templates"), p])
         tvars = dict(task_vars)
-        if "ansible_managed" in tvars:  # the site's own ansible_managed wins, as with the template module
-            tvars.update({k: v for k, v in _template_vars(name, source, dest).items() if k != "ansible_managed"})
-        else:
-            tvars.update(_template_vars(name, source, dest))
+        # the site's own ansible_managed wins, as with the template module
+        tvars.update(_template_vars(name, source, dest, "ansible_managed" not in tvars))
         templar = self._templar.copy_with_new_env(searchpath=searchpath, available_variables=tvars)
         out = templar.template(trust_as_template(self._loader.get_text_file_contents(source)),
                                escape_backslashes=False,

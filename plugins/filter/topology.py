@@ -13,7 +13,8 @@ description:
     starts and dp address, etcd and proxy hosts, proxy backend lists, DS_WORKER_ADDR,
     kv port ranges, the Mooncake prefill/decode blocks).
   - The same file provides C(size_gib), C(size_mib), C(size_bytes), C(meminfo), C(sections), C(stat_types),
-    C(cann_version) and C(port_hits) (the preflight's host read, see plugins/module_utils/_host.py), C(preflight_host)
+    C(cann_version) and C(port_hits) (the preflight's host read, see plugins/module_utils/_host.py), C(reported_version)
+    (the version a binary prints after a label, as the etcd and monitoring roles read it), C(preflight_host)
     (every host judgement of the preflight on one node, from the registered host read and a dict of settings, see
     plugins/module_utils/_preflight.py), C(serve_lines), C(shell_dq), C(launcher_argv), C(engine_processes) and
     C(engine_env) (vllm_env_common, then vllm_<side>_env, then vllm_env_extra, see plugins/module_utils/_render.py).
@@ -43,7 +44,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._host import (
-    cann_version, parse_meminfo, parse_sections, parse_stat, port_hits)
+    cann_version, parse_meminfo, parse_sections, parse_stat, port_hits, reported_version)
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import from_hostvars
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._preflight import judge_host_read
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._prom import prom_sum
@@ -90,6 +91,7 @@ class FilterModule:
             "sections": parse_sections,
             "stat_types": parse_stat,
             "cann_version": cann_version,
+            "reported_version": reported_version,
             "port_hits": port_hits,
             "preflight_host": preflight_host,
             "backends": backends,

@@ -28,19 +28,17 @@ def parse_mode(value) -> int:
     return mode
 
 
-def missing_dirs(paths, is_dir) -> list:
-    """The directories to create, parents first, so that every path's directory exists; ``is_dir(path)`` tells
-    whether a directory exists on the node."""
+def missing_dirs(dirs, is_dir) -> list:
+    """The directories to create, parents first and each once, so that every one of ``dirs`` exists;
+    ``is_dir(path)`` tells whether a directory exists on the node."""
     out = []
-    for path in paths:
+    for d in dirs:
         chain = []
-        d = os.path.dirname(path.rstrip("/")) if not path.endswith("/") else path.rstrip("/")
-        while d and d != "/" and d not in out and not is_dir(d):
+        d = d.rstrip("/")
+        while d and d not in out and not is_dir(d):
             chain.append(d)
             d = os.path.dirname(d)
-        for d in reversed(chain):
-            if d not in out:
-                out.append(d)
+        out.extend(reversed(chain))
     return out
 
 
@@ -115,7 +113,7 @@ def apply(files, directories=(), directory_mode=0o755, check_mode=False, want_di
     files = list(files)
     state = {f["path"]: read_state(f["path"]) for f in files}
     changes = plan(files, state)
-    dirs = missing_dirs([f["path"] for f in files] + [d.rstrip("/") + "/" for d in directories], os.path.isdir)
+    dirs = missing_dirs([os.path.dirname(f["path"]) for f in files] + list(directories), os.path.isdir)
     by_path = {f["path"]: f for f in files}
     if not check_mode:
         for d in dirs:

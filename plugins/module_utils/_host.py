@@ -108,3 +108,11 @@ def cann_version(lines, files):
             if match:
                 return [match.group(1).strip(), path]
     return ['', '']
+
+
+def reported_version(text, label):
+    """The version a binary prints after ``label`` (e.g. ``etcd Version:`` or ``prometheus, version``), without a
+    leading ``v`` and without build metadata (``2.42.0+ds`` -> ``2.42.0``); '' when no line has it (the binary is
+    missing or printed something else)."""
+    match = re.search(r'%s\s+v?([^\s+]+)' % re.escape(str(label)), str(text or ''))
+    return match.group(1) if match else ''

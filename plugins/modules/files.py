@@ -114,7 +114,11 @@ def main():
             if f.get("content") is None:
                 module.fail_json(msg="%s: no content; template and src are read by the action plugin "
                                      "(ascend.vllm_pd.files), which sends the content" % f["dest"])
-            files.append({"path": root + f["dest"], "dest": f["dest"], "mode": parse_mode(f["mode"]),
+            try:
+                mode = parse_mode(f["mode"])
+            except ValueError as e:
+                module.fail_json(msg="%s: %s" % (f["dest"], e))
+            files.append({"path": root + f["dest"], "dest": f["dest"], "mode": mode,
                           "content": f["content"].encode("utf-8", "surrogateescape")})
         result = apply(files, [root + d for d in module.params["directories"]],
                        parse_mode(module.params["directory_mode"]), module.check_mode, module._diff)

@@ -49,7 +49,7 @@ def test_plan_refuses_to_replace_a_directory():
 
 def test_missing_dirs_parents_first_and_once():
     have = {"/", "/etc"}
-    assert missing_dirs(["/etc/a/b/f1", "/etc/a/b/f2", "/etc/a/c/", "/etc/f3"], lambda d: d in have) == [
+    assert missing_dirs(["/etc/a/b", "/etc/a/b", "/etc/a/c/", "/etc"], lambda d: d in have) == [
         "/etc/a", "/etc/a/b", "/etc/a/c"]
 
 

@@ -2,7 +2,7 @@
 import subprocess
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._host import (
-    cann_version, parse_listeners, parse_sections, parse_stat, port_hits)
+    cann_version, parse_listeners, parse_sections, parse_stat, port_hits, reported_version)
 
 # the same section() function as roles/preflight/tasks/host.yml
 SECTION = """section() { name=$1; shift; printf '@@%s\\n' "$name"; "$@" 2>&1; printf '\\n@@rc %s\\n' "$?"; }"""
@@ -114,3 +114,17 @@ def test_cann_version_none_found():
     assert cann_version([DRIVER + ":Version=25.5.0"], [CFG, INFO]) == ["", ""]
     # a line of another file that merely starts with the same text is not taken
     assert cann_version([CFG + ".bak:version=1.0"], [CFG]) == ["", ""]
+
+
+def test_reported_version_reads_the_labelled_line_without_v_or_build_metadata():
+    etcd = "etcd Version: 3.4.23\nGit SHA: x\netcdctl version: 3.4.23\nAPI version: 3.4\n"
+    assert reported_version(etcd, "etcd Version:") == "3.4.23"
+    assert reported_version(etcd, "etcdctl version:") == "3.4.23"
+    assert reported_version("prometheus, version 2.42.0+ds (branch: debian/sid)", "prometheus, version") == "2.42.0"
+    assert reported_version("promtool, version v3.5.0 (branch: HEAD)", "promtool, version") == "3.5.0"
+
+
+def test_reported_version_is_empty_when_the_binary_is_missing():
+    assert reported_version("bash: /usr/local/bin/etcd: No such file or directory", "etcd Version:") == ""
+    assert reported_version("", "promtool, version") == ""
+    assert reported_version(None, "etcd Version:") == ""
