@@ -82,7 +82,10 @@ class ActionModule(ActionBase):
                 content = self._read(f["src"])
             else:
                 content = to_text(f["content"])
-            sent.append({"dest": f["dest"], "mode": str(f["mode"]), "content": content})
+            entry = {"dest": f["dest"], "mode": str(f["mode"]), "content": content}
+            if f.get("validate"):
+                entry["validate"] = f["validate"]
+            sent.append(entry)
         module_args = {k: v for k, v in args.items() if k != "files"}
         module_args["files"] = sent
         result.update(self._execute_module(module_name="ascend.vllm_pd.files", module_args=module_args,

@@ -9,6 +9,7 @@ A file is a dict ``path`` (absolute), ``content`` (bytes), ``mode`` (int). The n
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import tempfile
 
@@ -91,8 +92,9 @@ def read_state(path: str):
         return {"kind": "file", "mode": st.st_mode, "content": fh.read()}
 
 
-def write_atomic(path: str, content: bytes, mode: int) -> None:
-    """Write through a temporary file in the same directory, then rename over ``path``."""
+def write_atomic(path: str, content: bytes, mode: int, validate=None) -> None:
+    """Write through a temporary file in the same directory, then rename over ``path``. ``validate``, when
+    given, is called with the temporary file's path before the rename; it raises to keep the old file."""
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=os.path.dirname(path) or ".")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -100,6 +102,8 @@ def write_atomic(path: str, content: bytes, mode: int) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
+        if validate is not None:
+            validate(tmp)
         os.rename(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -107,9 +111,25 @@ def write_atomic(path: str, content: bytes, mode: int) -> None:
         raise
 
 
+def command_validator(path: str, command: str, run):
+    """A validate callable for write_atomic: ``command`` with ``%s`` replaced by the temporary file, run through
+    ``run(argv) -> (rc, output)``; a non-zero exit raises ValueError naming ``path`` and the command's output."""
+    if "%s" not in command:
+        raise ValueError("%s: validate must contain %%s (the file to check): %r" % (path, command))
+
+    def validate(tmp):
+        argv = [part.replace("%s", tmp) for part in shlex.split(command)]
+        rc, output = run(argv)
+        if rc != 0:
+            raise ValueError("%s: validation failed, the file was not written (%s exited %d): %s"
+                             % (path, " ".join(shlex.split(command)), rc, output.strip()))
+    return validate
+
+
 def apply(files, directories=(), directory_mode=0o755, check_mode=False, want_diff=False) -> dict:
     """Read, plan and (unless ``check_mode``) write: ``changed``, ``changed_paths`` (files whose content or mode
-    changed), ``created_dirs`` and, with ``want_diff``, ``diff`` (a list)."""
+    changed), ``created_dirs`` and, with ``want_diff``, ``diff`` (a list). A file with a ``validate`` callable
+    is checked before its rename (see write_atomic); a mode-only change is not revalidated."""
     files = list(files)
     state = {f["path"]: read_state(f["path"]) for f in files}
     changes = plan(files, state)
@@ -124,7 +144,7 @@ def apply(files, directories=(), directory_mode=0o755, check_mode=False, want_di
             if c["action"] == "mode":
                 os.chmod(c["path"], f["mode"])
             else:
-                write_atomic(c["path"], f["content"], f["mode"])
+                write_atomic(c["path"], f["content"], f["mode"], f.get("validate"))
     result = {"changed": bool(changes or dirs), "changed_paths": [c["path"] for c in changes], "created_dirs": dirs}
     if want_diff:
         result["diff"] = [{"before_header": d, "after_header": d, "before": "", "after": "(directory)\n"}

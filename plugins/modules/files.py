@@ -41,6 +41,12 @@ options:
         description: Permissions, an octal string such as C("0644").
         type: str
         required: true
+      validate:
+        description:
+          - Command run on the new content before it replaces the file, C(%s) standing for a temporary file in the
+            same directory (like the template module's O(ansible.builtin.template#module:validate)). A non-zero
+            exit keeps the old file and fails the task with the command's output. Not run in check mode.
+        type: str
   directories:
     description: Directories that must exist even when no file of O(files) is in them.
     type: list
@@ -70,6 +76,8 @@ EXAMPLES = r"""
       - {template: run_yr_worker.sh.j2, dest: /root/glm5/run_yr_worker.sh, mode: "0755"}
       - {src: a3_supervise.py, dest: /usr/local/libexec/ascend-vllm-pd/a3_supervise.py, mode: "0755"}
       - {content: "vm.nr_hugepages=2048\n", dest: /etc/sysctl.d/90-hugepages.conf, mode: "0644"}
+      - {template: prometheus.yml.j2, dest: /etc/prometheus/prometheus.yml, mode: "0644",
+         validate: "/usr/local/bin/promtool check config %s"}
   register: written
 """
 
@@ -88,10 +96,14 @@ created_dirs:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._files import apply, parse_mode
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._files import apply, command_validator, parse_mode
 
 
 def main():
+    def run(argv):
+        rc, out, err = module.run_command(argv)
+        return rc, out + err
+
     module = AnsibleModule(
         argument_spec={
             "files": {"type": "list", "elements": "dict", "required": True, "options": {
@@ -100,6 +112,7 @@ def main():
                 "src": {"type": "str"},
                 "content": {"type": "str"},
                 "mode": {"type": "str", "required": True},
+                "validate": {"type": "str"},
             }},
             "directories": {"type": "list", "elements": "str", "default": []},
             "directory_mode": {"type": "str", "default": "0755"},
@@ -118,8 +131,11 @@ def main():
                 mode = parse_mode(f["mode"])
             except ValueError as e:
                 module.fail_json(msg="%s: %s" % (f["dest"], e))
-            files.append({"path": root + f["dest"], "dest": f["dest"], "mode": mode,
-                          "content": f["content"].encode("utf-8", "surrogateescape")})
+            entry = {"path": root + f["dest"], "dest": f["dest"], "mode": mode,
+                     "content": f["content"].encode("utf-8", "surrogateescape")}
+            if f.get("validate"):
+                entry["validate"] = command_validator(f["dest"], f["validate"], run)
+            files.append(entry)
         result = apply(files, [root + d for d in module.params["directories"]],
                        parse_mode(module.params["directory_mode"]), module.check_mode, module._diff)
     except (ValueError, OSError) as e:

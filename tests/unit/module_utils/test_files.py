@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._files import (
-    apply, diff_entry, missing_dirs, parse_mode, plan)
+    apply, command_validator, diff_entry, missing_dirs, parse_mode, plan)
 
 
 def f(path, content=b"x\n", mode=0o644):
@@ -115,3 +115,39 @@ def test_module_writes_under_root_and_reports_paths_without_it(run_module, tmp_p
 def test_module_fails_naming_a_file_without_content(run_module, tmp_path):
     got = run_module("files", {"files": [{"dest": str(tmp_path / "t"), "template": "t.j2", "mode": "0644"}]})
     assert got["failed"] and "no content" in got["msg"] and str(tmp_path / "t") in got["msg"]
+
+
+def test_validate_sees_the_new_content_before_the_rename_and_a_failure_keeps_the_old_file(tmp_path):
+    path = tmp_path / "prometheus.yml"
+    path.write_bytes(b"old: 1\n")
+    seen = []
+
+    def run(argv):
+        seen.append((argv, open(argv[-1], "rb").read()))
+        return (0, "") if b"good" in seen[-1][1] else (1, "FAILED: parsing YAML\n")
+    bad = dict(f(str(path), b"bad: [\n"), validate=command_validator(str(path), "promtool check config %s", run))
+    with pytest.raises(ValueError) as err:
+        apply([bad])
+    assert str(path) in str(err.value) and "promtool check config" in str(err.value) and "FAILED: parsing YAML" in str(err.value)
+    assert path.read_bytes() == b"old: 1\n" and os.listdir(tmp_path) == ["prometheus.yml"]
+    assert seen[0][0][:3] == ["promtool", "check", "config"] and seen[0][0][3] != str(path) and seen[0][1] == b"bad: [\n"
+    good = dict(f(str(path), b"good: 1\n"), validate=command_validator(str(path), "promtool check config %s", run))
+    assert apply([good])["changed_paths"] == [str(path)]
+    assert path.read_bytes() == b"good: 1\n" and os.listdir(tmp_path) == ["prometheus.yml"]
+    assert apply([good])["changed"] is False and len(seen) == 2  # nothing to write, nothing to validate
+
+
+def test_validate_needs_the_placeholder():
+    with pytest.raises(ValueError, match="must contain %s"):
+        command_validator("/etc/x", "promtool check config", lambda argv: (0, ""))
+
+
+def test_module_runs_validate_and_fails_naming_the_file(run_module, tmp_path):
+    dest = tmp_path / "app.conf"
+    dest.write_text("ok=1\n")
+    args = {"files": [{"dest": str(dest), "content": "broken\n", "mode": "0644", "validate": "grep -q ok= %s"}]}
+    got = run_module("files", args)
+    assert got["failed"] and str(dest) in got["msg"] and "validation failed" in got["msg"], got
+    assert dest.read_text() == "ok=1\n"
+    args["files"][0]["content"] = "ok=2\n"
+    assert run_module("files", args)["changed_paths"] == [str(dest)] and dest.read_text() == "ok=2\n"
