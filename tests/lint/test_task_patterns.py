@@ -53,3 +53,65 @@ def test_the_check_sees_the_pattern():
     assert [t["name"] for t in _tasks(play)] == ["wait"]
     assert _never_fails(task["failed_when"]) and STATUS_TEST.search(task["until"])
     assert not STATUS_TEST.search("r.status | default(-1) == 200")
+
+
+# One restart mechanism (issue 15): a role's tasks only notify; the restart itself is a handler
+# (roles/<role>/handlers/main.yml), which also has a check-mode twin for the plan.
+RESTART_TEXT = re.compile(r"\bsystemctl\s+(restart|reload|try-restart|reload-or-restart)\b|\bdocker\s+restart\b")
+
+
+def _restarts(task):
+    """Why a task restarts a service itself, or None."""
+    for module, args in task.items():
+        short = str(module).rsplit(".", 1)[-1]
+        if short in ("systemd_service", "systemd", "service") and isinstance(args, dict):
+            if re.search(r"restarted|reloaded", str(args.get("state", ""))):
+                return "%s state %s" % (short, args.get("state"))
+        if short == "docker_container" and isinstance(args, dict) and args.get("restart") not in (None, False, "false", "no"):
+            return "docker_container restart: %s" % args.get("restart")
+        if short in ("shell", "command", "raw"):
+            text = args if isinstance(args, str) else " ".join(str(v) for v in (args or {}).values())
+            if RESTART_TEXT.search(text):
+                return "%s runs %s" % (short, RESTART_TEXT.search(text).group(0))
+    return None
+
+
+def test_services_restart_only_through_handlers():
+    bad = []
+    for path in sorted((ROOT / "roles").glob("*/tasks/*.yml")):
+        for task in _tasks(yaml.safe_load(path.read_text(encoding="utf-8")) or []):
+            why = _restarts(task)
+            if why:
+                bad.append("%s: %r (%s)" % (path.relative_to(ROOT), task.get("name"), why))
+    assert not bad, "restart through the role's handler (notify it) instead:\n" + "\n".join(bad)
+
+
+def test_every_restart_handler_adds_to_the_check_mode_plan():
+    missing = []
+    for path in sorted((ROOT / "roles").glob("*/handlers/main.yml")):
+        handlers = list(_tasks(yaml.safe_load(path.read_text(encoding="utf-8")) or []))
+        plan_topics = set()
+        for h in handlers:
+            facts = h.get("ansible.builtin.set_fact") or h.get("set_fact") or {}
+            if any(k.endswith("_restart_plan") for k in facts):
+                listen = h.get("listen", h.get("name"))
+                plan_topics.update(listen if isinstance(listen, list) else [listen])
+        for h in handlers:
+            if _restarts(h) or "Stop the engines" in str(h.get("name")):
+                topics = h.get("listen", h.get("name"))
+                topics = topics if isinstance(topics, list) else [topics]
+                if not plan_topics.intersection(topics) and "canary" not in str(h.get("name")):
+                    missing.append("%s: %r" % (path.relative_to(ROOT), h.get("name")))
+    assert not missing, "a restart handler without a check-mode twin (a set_fact of <role>_restart_plan listening to it):\n" \
+        + "\n".join(missing)
+
+
+def test_the_restart_check_sees_each_form():
+    assert _restarts({"ansible.builtin.systemd_service": {"name": "x", "state": "restarted"}})
+    assert _restarts({"ansible.builtin.systemd_service": {"name": "x", "state": "{{ 'restarted' if c else 'started' }}"}})
+    assert _restarts({"community.docker.docker_container": {"name": "x", "restart": "{{ files is changed }}"}})
+    assert _restarts({"ansible.builtin.shell": {"cmd": "systemctl reset-failed x; systemctl restart x"}})
+    assert _restarts({"ansible.builtin.shell": "docker restart proxy"})
+    assert not _restarts({"ansible.builtin.systemd_service": {"name": "x", "state": "started", "enabled": True}})
+    assert not _restarts({"community.docker.docker_container": {"name": "x", "state": "started"}})
+    assert not _restarts({"ansible.builtin.shell": {"cmd": "systemctl is-active --quiet x"}})
