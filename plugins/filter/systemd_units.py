@@ -56,6 +56,9 @@ import shlex
 
 from ansible.errors import AnsibleFilterError
 
+# What the roles' "enable at boot" means: a unit whose [Install] section is linked. systemctl is-enabled also
+# exits 0 for static, alias, indirect, generated and transient, but none of those starts the collection's units
+# at boot (they all carry [Install] WantedBy=), so a unit in such a state is enabled again.
 ENABLED_STATES = ("enabled", "enabled-runtime")
 
 

@@ -89,4 +89,6 @@ def test_module_doc_renders_as_text(module_texts, name):
 
 @pytest.mark.parametrize("name", ROLES)
 def test_role_doc_renders_as_text(role_texts, name):
-    assert "ENTRY POINT: *main*" in role_texts[name], role_texts[name][:300]
+    # roles/common's spec is the entry point validate (checked once per run by playbooks/groups.yml).
+    entry = "validate" if name == "common" else "main"
+    assert "ENTRY POINT: *%s*" % entry in role_texts[name], role_texts[name][:300]

@@ -20,6 +20,9 @@ ROLES_DIR = ROOT / "roles"
 INVENTORY = ROOT / "inventories" / "a3"
 ROLES = sorted(p.name for p in ROLES_DIR.iterdir() if (p / "tasks").is_dir())
 SHARED = "common"
+# roles/common's spec entry point: not main, which Ansible would check at every play as the roles' dependency;
+# playbooks/groups.yml checks it once per run through tasks_from: validate.
+SHARED_ENTRY = "validate"
 # Roles whose defaults are visible to a role's tasks because it imports them (import_role).
 IMPORTS = {"vllm_prefill": ("vllm",), "vllm_decode": ("vllm",), "vllm": ("supervise",), "yuanrong": ("supervise",)}
 # Facts, not defaults: roles/common's task sets a3 once per host per run, before any role's spec check.
@@ -57,7 +60,12 @@ def _visible_defaults(role: str) -> dict:
     return seen
 
 
-def _options(role: str, entry_point: str = "main") -> dict:
+def _main_entry(role: str) -> str:
+    return SHARED_ENTRY if role == SHARED else "main"
+
+
+def _options(role: str, entry_point: str = "") -> dict:
+    entry_point = entry_point or _main_entry(role)
     return (_specs(role).get(entry_point) or {}).get("options") or {}
 
 
@@ -116,8 +124,10 @@ def test_every_role_has_meta():
         for name in ("main.yml", "argument_specs.yml"):
             if not (ROLES_DIR / role / "meta" / name).is_file():
                 problems.setdefault(role, []).append("meta/%s is missing" % name)
-        if "main" not in _specs(role):
-            problems.setdefault(role, []).append("argument_specs has no 'main' entry point")
+        if _main_entry(role) not in _specs(role):
+            problems.setdefault(role, []).append("argument_specs has no '%s' entry point" % _main_entry(role))
+        if role == SHARED and "main" in _specs(role):
+            problems.setdefault(role, []).append("a 'main' entry point is checked at every play that uses a role")
     assert not problems, "roles without complete meta:\n" + _report(problems)
 
 
