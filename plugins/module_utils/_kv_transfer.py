@@ -111,6 +111,25 @@ def build(side: str, kv_port: int, mooncake: dict, lookup_rpc_port, dp_size: int
     return config
 
 
+def build_instances(lookup_rpc_ports, side: str, kv_port: int, mooncake: dict, dp_size: int, tp_size: int,
+                    **options) -> list:
+    """The configs of every instance of one host, in the order of lookup_rpc_ports (one per instance; they tell
+    the instances apart and must be unique, as each is the suffix of a local IPC socket). Same options as build.
+    Returns [{"lookup_rpc_port", "config", "json"}]."""
+    ports = [str(p) for p in lookup_rpc_ports] if isinstance(lookup_rpc_ports, (list, tuple)) else None
+    if not ports:
+        raise KvConfigError("lookup_rpc_ports must be a non-empty list (one per instance), got %r" % (lookup_rpc_ports,))
+    repeated = sorted(set(p for p in ports if ports.count(p) > 1))
+    if repeated:
+        raise KvConfigError("lookup_rpc_ports %s repeat: the instances of a host would share the pool's IPC socket"
+                            % ", ".join(repeated))
+    out = []
+    for port in ports:
+        config = build(side, kv_port, mooncake, port, dp_size, tp_size, **options)
+        out.append({"lookup_rpc_port": port, "config": config, "json": to_json(config)})
+    return out
+
+
 def notes(config: dict, npus_per_node: int = 16):
     """Advisory notes (not errors) about a built config: vllm-ascend v0.18.0's AscendStoreConnector knows only the
     mooncake and memcache backends (yuanrong is upstream from v0.19.1rc1, vllm-ascend PR 6869)."""

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: kv_transfer_config
-short_description: Assemble vLLM's --kv-transfer-config JSON for one PD engine instance
+short_description: Assemble vLLM's --kv-transfer-config JSON for the PD engine instances of a host
 description:
   - Builds the MultiConnector config (MooncakeConnectorV1 for prefill-to-decode KV transfer plus
     AscendStoreConnector for the external KV pool) from the topology; with O(pool_enabled=false) a plain
     MooncakeConnectorV1 config without the pool.
   - Checks what vLLM skips under MultiConnector - the Mooncake prefill/decode blocks against this instance's own
     dp/tp, and prefill tp >= decode tp.
+  - With O(lookup_rpc_ports) one call builds the config of every instance of a host (they differ only in the
+    lookup_rpc_port); with O(lookup_rpc_port) it builds one.
   - "Pure computation; it changes nothing. Run it on the controller (C(delegate_to: localhost))."
 version_added: 0.1.0
 author:
@@ -40,9 +42,16 @@ options:
     type: int
     required: true
   lookup_rpc_port:
-    description: AscendStoreConnector lookup_rpc_port (suffix of a local IPC socket, unique per host).
+    description:
+      - AscendStoreConnector lookup_rpc_port of one instance (suffix of a local IPC socket, unique per host).
+      - Exactly one of O(lookup_rpc_port) and O(lookup_rpc_ports) is required.
     type: str
-    required: true
+  lookup_rpc_ports:
+    description:
+      - The lookup_rpc_port of each instance of the host, in instance order; RV(configs) follows this order.
+      - They must be unique.
+    type: list
+    elements: str
   engine_id:
     description: Top-level C(engine_id); omitted when null (the seed sets it on prefill only).
     type: str
@@ -100,17 +109,44 @@ EXAMPLES = r"""
     lookup_rpc_port: "1"
   delegate_to: localhost
   register: kv
+
+- name: Build the configs of both prefill instances of a host in one call
+  ascend.vllm_pd.kv_transfer_config:
+    side: prefill
+    kv_port: 30000
+    mooncake: {prefill: {dp_size: 2, tp_size: 16}, decode: {dp_size: 2, tp_size: 16}}
+    dp_size: 2
+    tp_size: 16
+    lookup_rpc_ports: ["0", "1"]
+    engine_id: "0"
+  delegate_to: localhost
+  register: kv_all   # kv_all.configs[1].json is the second instance's
 """
 
 RETURN = r"""
 config:
   description: The config as a dict.
-  returned: success
+  returned: with O(lookup_rpc_port)
   type: dict
 json:
   description: The config as compact JSON text, key order as built.
-  returned: success
+  returned: with O(lookup_rpc_port)
   type: str
+configs:
+  description: One entry per O(lookup_rpc_ports) item, in that order.
+  returned: with O(lookup_rpc_ports)
+  type: list
+  elements: dict
+  contains:
+    lookup_rpc_port:
+      description: The instance's lookup_rpc_port.
+      type: str
+    config:
+      description: The config as a dict.
+      type: dict
+    json:
+      description: The config as compact JSON text, key order as built.
+      type: str
 notes:
   description: Advisory notes, e.g. a pool backend that needs the yuanrong patch on v0.18.0.
   returned: success
@@ -121,7 +157,7 @@ notes:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._kv_transfer import (
-    KvConfigError, build, notes, to_json)
+    KvConfigError, build, build_instances, notes, to_json)
 
 
 def main():
@@ -132,7 +168,8 @@ def main():
             mooncake=dict(type="dict", required=True),
             dp_size=dict(type="int", required=True),
             tp_size=dict(type="int", required=True),
-            lookup_rpc_port=dict(type="str", required=True),
+            lookup_rpc_port=dict(type="str"),
+            lookup_rpc_ports=dict(type="list", elements="str"),
             engine_id=dict(type="str"),
             pool_backend=dict(type="str", default="yuanrong"),
             mooncake_extra=dict(type="dict", default={}),
@@ -141,15 +178,22 @@ def main():
             top_level_extra=dict(type="dict", default={}),
             pool_enabled=dict(type="bool", default=True),
         ),
+        mutually_exclusive=[("lookup_rpc_port", "lookup_rpc_ports")],
+        required_one_of=[("lookup_rpc_port", "lookup_rpc_ports")],
         supports_check_mode=True,
     )
     p = module.params
+    options = dict(engine_id=p["engine_id"], pool_backend=p["pool_backend"], mooncake_extra=p["mooncake_extra"],
+                   mooncake_module_path=p["mooncake_module_path"], pool_extra=p["pool_extra"],
+                   top_level_extra=p["top_level_extra"], pool_enabled=p["pool_enabled"])
     try:
+        if p["lookup_rpc_ports"] is not None:
+            configs = build_instances(p["lookup_rpc_ports"], p["side"], p["kv_port"], p["mooncake"], p["dp_size"],
+                                      p["tp_size"], **options)
+            # every instance's config differs only in lookup_rpc_port: the first one's notes are everyone's
+            module.exit_json(changed=False, configs=configs, notes=notes(configs[0]["config"]))
         config = build(p["side"], p["kv_port"], p["mooncake"], p["lookup_rpc_port"], p["dp_size"], p["tp_size"],
-                       engine_id=p["engine_id"], pool_backend=p["pool_backend"],
-                       mooncake_extra=p["mooncake_extra"], mooncake_module_path=p["mooncake_module_path"],
-                       pool_extra=p["pool_extra"], top_level_extra=p["top_level_extra"],
-                       pool_enabled=p["pool_enabled"])
+                       **options)
     except KvConfigError as exc:
         module.fail_json(msg="invalid kv-transfer-config for the %s side: %s; fix the vllm_* variables in the "
                              "inventory" % (p["side"], exc))

@@ -115,3 +115,12 @@ def test_the_restart_check_sees_each_form():
     assert not _restarts({"ansible.builtin.systemd_service": {"name": "x", "state": "started", "enabled": True}})
     assert not _restarts({"community.docker.docker_container": {"name": "x", "state": "started"}})
     assert not _restarts({"ansible.builtin.shell": {"cmd": "systemctl is-active --quiet x"}})
+
+
+def test_status_names_the_etcd_unit_the_etcd_role_installs():
+    """playbooks/status.yml does not load the etcd role (three more task rounds on every status): its fallback for
+    etcd_service_name must be the role's default, or status would read a unit that does not exist."""
+    default = yaml.safe_load((ROOT / "roles" / "etcd" / "defaults" / "main.yml").read_text())["etcd_service_name"]
+    status = (ROOT / "playbooks" / "status.yml").read_text()
+    fallbacks = re.findall(r"etcd_service_name\s*\|\s*default\('([^']*)'\)", status)
+    assert fallbacks == [default], (fallbacks, default)

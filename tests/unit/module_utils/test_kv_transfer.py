@@ -236,3 +236,24 @@ def test_pool_enabled_must_be_a_bool():
 def test_notes_read_a_plain_mooncake_config():
     assert K.notes(K.build("prefill", 30000, MOONCAKE, 0, 2, 16, pool_enabled=False)) == []
     assert K.notes(K.build("prefill", 30000, MOONCAKE, 0, 2, 16))  # yuanrong: the patch note
+
+
+def test_build_instances_gives_one_config_per_port_in_order_differing_only_in_the_port():
+    configs = K.build_instances(["0", 1], "prefill", 30000, MOONCAKE, 2, 16, engine_id="0",
+                                mooncake_extra={"use_ascend_direct": True}, mooncake_module_path=MODULE_PATH)
+    assert [c["lookup_rpc_port"] for c in configs] == ["0", "1"]
+    assert configs[0]["json"] == SEED_PREFILL_DP0  # the same text build() gives for one instance
+    assert configs[1]["json"] == SEED_PREFILL_DP0.replace('"lookup_rpc_port":"0"', '"lookup_rpc_port":"1"')
+    assert json.loads(configs[1]["json"]) == configs[1]["config"]
+
+
+@pytest.mark.parametrize("ports, needle", [([], "non-empty list"), ("0", "non-empty list"),
+                                           (["0", "1", "0"], "lookup_rpc_ports 0 repeat")])
+def test_build_instances_refuses_no_ports_and_repeated_ports(ports, needle):
+    with pytest.raises(K.KvConfigError, match=needle):
+        K.build_instances(ports, "decode", 30100, MOONCAKE, 2, 16)
+
+
+def test_build_instances_reports_config_errors_like_build():
+    with pytest.raises(K.KvConfigError, match="kv_port"):
+        K.build_instances(["0"], "decode", 0, MOONCAKE, 2, 16)
