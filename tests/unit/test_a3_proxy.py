@@ -199,7 +199,7 @@ def test_snapshot_fields():
     b.observe(True, "HTTP 200", 1.5)
     snap = b.snapshot(in_rotation=True)
     assert snap == {"role": "decode", "backend": "h:1", "state": "up", "in_rotation": True, "healthy": True,
-                    "drained": False, "outstanding_load": 0.0,
+                    "drained": False, "outstanding_load": 0.0, "inflight_requests": 0,
                     "last_probe_ok": True, "last_probe_time": "1970-01-01T00:00:01.500Z",
                     "last_probe_detail": "HTTP 200", "consecutive_failures": 0,
                     "last_change_time": "1970-01-01T00:00:01.500Z",

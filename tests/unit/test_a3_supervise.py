@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,54 @@ def test_record_and_planned_marker_round_trip(tmp_path, monkeypatch, capsys):
     # a second crash goes over the limit of 1: the message says systemd gives up
     sup.main(["record", "--unit", "u.service", "--record", record, "--restarts", "1", "--window-min", "10"])
     assert "crash loop: 2 unplanned exits" in capsys.readouterr().out
+
+
+def _crashes(record, n, now):
+    for i in range(n):
+        sup.append_record(record, crash(now - 60 + i))
+
+
+def test_a_deliberate_start_waits_no_back_off_once(tmp_path, capsys, monkeypatch):
+    record = str(tmp_path / "r.jsonl")
+    _crashes(record, 7, time.time())  # a crash loop: the back-off would be 60 s
+    slept = []
+    monkeypatch.setattr(sup.time, "sleep", slept.append)
+    sup.main(["deliberate", "--record", record])
+    assert sup.main(["backoff", "--record", record]) == 0
+    assert slept == [] and "no back-off (it would have been 60s)" in capsys.readouterr().out
+    assert not os.path.exists(record + ".deliberate")  # only that start
+    sup.main(["backoff", "--record", record])  # systemd's next automatic restart backs off again
+    assert slept == [60.0]
+
+
+def test_a_stop_during_the_back_off_is_no_crash(tmp_path, capsys, monkeypatch):
+    """systemctl stop/restart while ExecStartPre sleeps: systemd kills the sleep (no ExecStop, so no stop mark);
+    the process never ran, so record must not count a crash (before, each such stop was one more toward the
+    crash-loop limit and made the next start back off longer)."""
+    record = str(tmp_path / "r.jsonl")
+    _crashes(record, 3, time.time())
+
+    def killed(delay):  # the stop arrives while it sleeps: ExecStopPost runs before the sleep returns
+        monkeypatch.setenv("SERVICE_RESULT", "signal")
+        monkeypatch.setenv("EXIT_CODE", "killed")
+        monkeypatch.setenv("EXIT_STATUS", "15")
+        sup.main(["record", "--unit", "u.service", "--record", record, "--restarts", "5", "--window-min", "10"])
+    monkeypatch.setattr(sup.time, "sleep", killed)
+    sup.main(["backoff", "--record", record, "--base", "2", "--max", "60"])
+    events = sup.read_record(record)
+    assert events[-1]["planned"] is True and "never ran" in events[-1]["reason"], events[-1]
+    assert len(sup.crashes_within(events, time.time(), 600)) == 3
+    assert sup.backoff_delay(events, time.time(), 2, 60, 600) == 0.0  # the restart starts at once
+    # a start that timed out in its back-off is a failed start, and counts
+    with open(record + ".backoff", "w") as fh:
+        fh.write("1")
+    monkeypatch.setenv("SERVICE_RESULT", "timeout")
+    sup.main(["record", "--unit", "u.service", "--record", record, "--restarts", "5", "--window-min", "10"])
+    assert sup.read_record(record)[-1]["planned"] is False
+    # without a back-off in progress, a killed start is a crash as before
+    monkeypatch.setenv("SERVICE_RESULT", "signal")
+    sup.main(["record", "--unit", "u.service", "--record", record, "--restarts", "5", "--window-min", "10"])
+    assert sup.read_record(record)[-1]["planned"] is False
 
 
 def test_record_file_is_bounded(tmp_path):

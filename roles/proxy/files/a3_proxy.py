@@ -23,9 +23,13 @@ ProxyState) and forwards every request to its ASGI app. What this file adds:
   ones are serving finishes) until POST /a3/undrain with
   the same body. A drain survives the backend's restart (the prober does not put it back); every backend
   of a role drained means 503 for clients, as when none is healthy. /a3/backends shows each backend's
-  "drained" flag and "outstanding_load" (the upstream's own count of the work it still has there: 0 when
-  idle), which a rolling restart waits on. The upstream's /instances/remove is no drain under load: it only
-  lowers a backend's priority while any request runs, and the next selection or release undoes that.
+  "drained" flag and "inflight_requests" (client requests still open that the upstream sent, or chose to
+  send, to that backend: 0 when idle), which a rolling restart waits on. It is counted here, per client
+  request, from the upstream's selection to the end of the request: the upstream's own count
+  ("outstanding_load", its active tokens) is released only when a stream runs to its end, so every stream
+  cut short (a client gone, a first-byte timeout) leaves it above zero for good. The upstream's
+  /instances/remove is no drain under load: it only lowers a backend's priority while any request runs,
+  and the next selection or release undoes that.
 
 The decision logic (argument split, answer classification, error bodies, the health decision, the
 rotation state machine, the metrics text) is plain Python at the top of this file and imports nothing
@@ -322,9 +326,10 @@ class BackendHealth(object):
         self.last_request_failure = detail
         self.last_request_failure_time = now
 
-    def snapshot(self, in_rotation, drained=False, outstanding_load=0.0):
+    def snapshot(self, in_rotation, drained=False, outstanding_load=0.0, inflight_requests=0):
         return {"role": self.role, "backend": self.key, "state": self.state, "in_rotation": bool(in_rotation),
                 "drained": bool(drained), "outstanding_load": round(float(outstanding_load), 3),
+                "inflight_requests": int(inflight_requests),
                 "healthy": self.state == "up", "last_probe_ok": self.last_probe_ok,
                 "last_probe_time": iso_time(self.last_probe_time), "last_probe_detail": self.last_probe_detail,
                 "consecutive_failures": self.failures, "last_change_time": iso_time(self.last_change_time),
@@ -538,6 +543,8 @@ def render_metrics(requests, snapshots, counters, start_time=None, ds_workers=No
 # The backends one client request contacted, filled by httpx event hooks on the upstream's clients. The
 # upstream runs each request in a task that copies our context, so the hooks see the request's own list.
 _TRACE = contextvars.ContextVar("a3_proxy_trace", default=None)
+# The backends ("host:port") the upstream selected for the current client request (set per request by _Upstream).
+_SELECTED = contextvars.ContextVar("a3_proxy_selected", default=None)
 
 
 def _url_key(url):
@@ -631,7 +638,9 @@ class _Upstream(object):
 
     def __init__(self, app, scope, body, receive):
         self.trace = []
+        self.selected = set()
         _TRACE.set(self.trace)  # the upstream task created below copies this context
+        _SELECTED.set(self.selected)
         self.queue = asyncio.Queue(maxsize=64)
         self.abort = asyncio.Event()
         self.client_gone = False
@@ -740,6 +749,7 @@ class HonestProxy(object):
         self.opt = options
         self.backends = {}  # (role, "host:port") -> BackendHealth
         self.drained = set()  # "host:port" of the backends drained for maintenance
+        self.open = set()  # the _Upstream of every client request still open
         self.requests = {}
         self.counters = {}
         self._wake = None
@@ -786,29 +796,40 @@ class HonestProxy(object):
         servers, _unused = self._lists(backend.role)
         return sum(outstanding_load(s, backend.role) for s in servers if str(s) == backend.key)
 
+    def inflight(self, backend):
+        """Client requests still open that the upstream selected this backend for."""
+        return sum(1 for u in self.open if backend.key in u.selected)
+
     def snapshots(self):
-        return [b.snapshot(self.in_rotation(b), b.key in self.drained, self._load(b)) for b in self.backends.values()]
+        return [b.snapshot(self.in_rotation(b), b.key in self.drained, self._load(b), self.inflight(b))
+                for b in self.backends.values()]
 
     def _pin_selection(self):
         """While a backend is drained, the upstream's select_prefiller/select_decoder (replaced on its
         ProxyState instance) choose among the others (choose_undrained) and book the load the way the
-        upstream does; with nothing drained, or nothing else left, the upstream selects as it always does."""
+        upstream does; with nothing drained, or nothing else left, the upstream selects as it always does.
+        Either way the chosen backend is noted for the client request (_SELECTED), which inflight() counts."""
         state = self.up.proxy_state
         for role, name in (("prefill", "select_prefiller"), ("decode", "select_decoder")):
             def select(score, _original=getattr(state, name), _role=role):
-                if not self.drained:
-                    return _original(score)
-                servers, tainted = self._lists(_role)
-                index = choose_undrained(servers, self.drained, tainted, _role)
+                index = None
+                if self.drained:
+                    servers, tainted = self._lists(_role)
+                    index = choose_undrained(servers, self.drained, tainted, _role)
+                servers = state.prefillers if _role == "prefill" else state.decoders
                 if index is None:
-                    return _original(score)
-                server = (state.prefillers if _role == "prefill" else state.decoders)[index]
-                server.active_tokens += score
-                if _role == "prefill":
-                    server.active_kv_cache += score
-                    state._update_prefiller_priority(index)
+                    index = _original(score)
                 else:
-                    state._update_decoder_priority(index)
+                    server = servers[index]
+                    server.active_tokens += score
+                    if _role == "prefill":
+                        server.active_kv_cache += score
+                        state._update_prefiller_priority(index)
+                    else:
+                        state._update_decoder_priority(index)
+                selected = _SELECTED.get()
+                if selected is not None and 0 <= index < len(servers):
+                    selected.add(str(servers[index]))
                 return index
             setattr(state, name, select)
 
@@ -1056,10 +1077,14 @@ class HonestProxy(object):
             return await self._error(send, endpoint, 400, "the request body must be a JSON object")
         stream = bool(request.get("stream", False))
         upstream = _Upstream(self.up.app, scope, body, receive)
+        self.open.add(upstream)
         try:
             await self._forward(upstream, send, endpoint, stream)
         finally:
-            await upstream.close()
+            try:
+                await upstream.close()
+            finally:
+                self.open.discard(upstream)
 
     async def _forward(self, upstream, send, endpoint, stream):
         loop = asyncio.get_running_loop()

@@ -11,7 +11,9 @@ happened) and what no process supervisor sees (an engine that answers /health bu
 token, a DP group that lost a member). Python 3 standard library only; no state but files.
 
   wait      ExecStartPre: wait until the container runs and TCP endpoints accept (bounded)
-  backoff   ExecStartPre: sleep before an automatic restart, doubling with each recent crash
+  backoff   ExecStartPre: sleep before an automatic restart, doubling with each recent crash (not before
+            a deliberate start; a stop that ends the sleep is no crash: the process never ran)
+  deliberate before a start or restart the deployment asks for: that start waits no back-off
   stop-mark ExecStop: remember that the stop was asked for (MAINPID still set) or not
   record    ExecStopPost: append the exit and its reason (log signature) to the unit's record
   canary    ascend-vllm-canary.service: probe local ranks with a real request, restart if hung
@@ -259,14 +261,32 @@ def cmd_wait(args) -> int:
     return 0
 
 
+def _take(marker: str) -> bool:
+    """Remove the marker file; whether it was there."""
+    try:
+        os.unlink(marker)
+        return True
+    except FileNotFoundError:
+        return False
+
+
 def cmd_backoff(args) -> int:
     events = read_record(args.record)
     delay = backoff_delay(events, time.time(), args.base, args.max, args.window_min * 60)
+    if _take(args.record + ".deliberate"):
+        if delay > 0:
+            print("a start the deployment asked for: no back-off (it would have been %gs)" % delay)
+        delay = 0.0
     if delay > 0:
         print("back-off: waiting %gs before restarting (%d crashes within %g min)"
               % (delay, len(crashes_within(events, time.time(), args.window_min * 60)), args.window_min))
         sys.stdout.flush()
+        # while it sleeps, a stop (systemctl stop/restart) ends this start before the process ran: record
+        # reads the marker and does not count that as a crash
+        with open(args.record + ".backoff", "w", encoding="utf-8") as fh:
+            fh.write(str(time.time()))
         time.sleep(delay)
+        _take(args.record + ".backoff")
     if args.log:
         # remember where this run's log starts, so `record` reads only what this run wrote
         try:
@@ -275,6 +295,14 @@ def cmd_backoff(args) -> int:
             size = 0
         with open(args.record + ".offset", "w", encoding="utf-8") as fh:
             fh.write(str(size))
+    return 0
+
+
+def cmd_deliberate(args) -> int:
+    """Before `systemctl start/restart` asked for by the deployment (after an operator fixed the cause):
+    the next start waits no back-off. The back-off is for systemd's automatic restarts."""
+    with open(args.record + ".deliberate", "w", encoding="utf-8") as fh:
+        fh.write(str(time.time()))
     return 0
 
 
@@ -288,10 +316,8 @@ def cmd_stop_mark(args) -> int:
 
 
 def cmd_record(args) -> int:
-    marker = args.record + ".planned"
-    planned = os.path.exists(marker)
-    if planned:
-        os.unlink(marker)
+    planned = _take(args.record + ".planned")
+    in_backoff = _take(args.record + ".backoff")
     result = os.environ.get("SERVICE_RESULT", "")
     code = os.environ.get("EXIT_CODE", "")
     status = os.environ.get("EXIT_STATUS", "")
@@ -306,6 +332,9 @@ def cmd_record(args) -> int:
     now = time.time()
     if planned:
         reason = "planned stop (systemctl stop/restart)"
+    elif in_backoff and result != "timeout":
+        # stopped while ExecStartPre slept: the process never ran, so this is no crash
+        planned, reason = True, "stopped during its restart back-off (the process never ran)"
     else:
         reason = exit_reason(result, code, status, text, signatures)
     append_record(args.record, {"t": now, "event": "exit", "planned": planned, "reason": reason,
@@ -405,6 +434,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--max", type=float, default=60)
     b.add_argument("--window-min", type=float, default=10)
     b.set_defaults(func=cmd_backoff)
+    d = sub.add_parser("deliberate")
+    d.add_argument("--record", required=True)
+    d.set_defaults(func=cmd_deliberate)
     s = sub.add_parser("stop-mark")
     s.add_argument("--record", required=True)
     s.add_argument("--mainpid", default="")
