@@ -812,11 +812,11 @@ class HonestProxy(object):
         state = self.up.proxy_state
         for role, name in (("prefill", "select_prefiller"), ("decode", "select_decoder")):
             def select(score, _original=getattr(state, name), _role=role):
+                servers = state.prefillers if _role == "prefill" else state.decoders
                 index = None
                 if self.drained:
-                    servers, tainted = self._lists(_role)
+                    _unused, tainted = self._lists(_role)
                     index = choose_undrained(servers, self.drained, tainted, _role)
-                servers = state.prefillers if _role == "prefill" else state.decoders
                 if index is None:
                     index = _original(score)
                 else:

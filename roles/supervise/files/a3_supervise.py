@@ -261,6 +261,12 @@ def cmd_wait(args) -> int:
     return 0
 
 
+def _mark(marker: str) -> None:
+    """Leave the marker file (its content: when)."""
+    with open(marker, "w", encoding="utf-8") as fh:
+        fh.write(str(time.time()))
+
+
 def _take(marker: str) -> bool:
     """Remove the marker file; whether it was there."""
     try:
@@ -283,8 +289,7 @@ def cmd_backoff(args) -> int:
         sys.stdout.flush()
         # while it sleeps, a stop (systemctl stop/restart) ends this start before the process ran: record
         # reads the marker and does not count that as a crash
-        with open(args.record + ".backoff", "w", encoding="utf-8") as fh:
-            fh.write(str(time.time()))
+        _mark(args.record + ".backoff")
         time.sleep(delay)
         _take(args.record + ".backoff")
     if args.log:
@@ -301,8 +306,7 @@ def cmd_backoff(args) -> int:
 def cmd_deliberate(args) -> int:
     """Before `systemctl start/restart` asked for by the deployment (after an operator fixed the cause):
     the next start waits no back-off. The back-off is for systemd's automatic restarts."""
-    with open(args.record + ".deliberate", "w", encoding="utf-8") as fh:
-        fh.write(str(time.time()))
+    _mark(args.record + ".deliberate")
     return 0
 
 
@@ -310,8 +314,7 @@ def cmd_stop_mark(args) -> int:
     """ExecStop runs on every stop, also after the process ended on its own; only then is $MAINPID
     empty. A stop asked for while the process runs (systemctl stop/restart) is planned."""
     if args.mainpid.strip():
-        with open(args.record + ".planned", "w", encoding="utf-8") as fh:
-            fh.write(str(time.time()))
+        _mark(args.record + ".planned")
     return 0
 
 
