@@ -90,4 +90,8 @@ class ActionModule(ActionBase):
         module_args["files"] = sent
         result.update(self._execute_module(module_name="ascend.vllm_pd.files", module_args=module_args,
                                            task_vars=task_vars))
+        if not args.get("root") and not result.get("failed"):
+            # every file the roles manage on the node, for the record of the converge (converge_state)
+            managed = set((task_vars.get("ansible_facts") or {}).get("a3_managed_files") or []) | {f["dest"] for f in sent}
+            result.setdefault("ansible_facts", {})["a3_managed_files"] = sorted(managed)
         return result

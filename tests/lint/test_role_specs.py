@@ -225,6 +225,10 @@ def test_entry_points_follow_the_task_files():
     for role in ROLES:
         specs = _specs(role)
         for entry_point in EXTRA_ENTRY_POINTS:
+            # common's spec is checked once per run, at its entry point validate: like its main, its names (the
+            # shared values for a play that does not run the role) has no spec of its own
+            if role == "common" and entry_point == "names":
+                continue
             has_tasks = (ROLES_DIR / role / "tasks" / (entry_point + ".yml")).is_file()
             if has_tasks and entry_point not in specs:
                 problems.setdefault(role, []).append("tasks/%s.yml has no entry point" % entry_point)
