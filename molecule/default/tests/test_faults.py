@@ -5,29 +5,16 @@ and cause) or the recovery, then repair. Runs in file order; later tests rely on
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import time
-from pathlib import Path
 
 import testinfra
 
-ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
+from sim_run import ROOT, play, recap_changed
+
 NODES = {n: testinfra.get_host("docker://a3sim-%s" % n) for n in ("p0", "p1", "d0", "d1")}
 IPS = {"p0": "127.30.0.11", "p1": "127.30.0.12", "d0": "127.30.0.13", "d1": "127.30.0.14"}
 HOST_VARS = ROOT / "inventories" / "sim" / "host_vars"
-
-
-def play(*args, timeout=900):
-    """ansible-playbook from the checkout with the sim inventory; returns (rc, output)."""
-    proc = subprocess.run(["ansible-playbook", "-i", "inventories/sim", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def recap_changed(out):
-    return {h: int(c) for h, c in re.findall(r"^(\w+)\s+: ok=\d+\s+changed=(\d+)", out, re.M)}
 
 
 def in_container(node, cmd):

@@ -6,16 +6,14 @@ the same cluster; the last test stops the decode engines and brings them back th
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
+from sim_run import ROOT, play
+
 DASHBOARD = ROOT / "roles" / "monitoring" / "files" / "ascend-vllm-pd-dashboard.json"
 IPS = {"p0": "127.30.0.11", "p1": "127.30.0.12", "d0": "127.30.0.13", "d1": "127.30.0.14"}
 PROM = "http://127.30.0.11:9090"
@@ -40,12 +38,6 @@ def post(url, body, timeout=120):
 
 def query(expr):
     return get(PROM + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
-
-
-def play(*args, timeout=900):
-    proc = subprocess.run(["ansible-playbook", "-i", "inventories/sim", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False)
-    return proc.returncode, proc.stdout + proc.stderr
 
 
 def wait_for(predicate, timeout, step=2):
