@@ -22,10 +22,13 @@ Every request gets one class (`Outcome.kind`):
                 Retry-After header came with it), or a stream with an SSE error event
   empty_200     200 with an empty body, or a 200 without content (JSON without choices/content, a
                 stream with neither content nor an error event)
-  conn_error    connection refused, reset or closed before any status line (e.g. a restarting proxy)
+  conn_error    connection refused, reset or closed before any status line (e.g. a restarting proxy),
+                or closed before the body ended (a chunked body without its last chunk, fewer bytes
+                than content-length: the process that answered died, e.g. the proxy killed mid-answer;
+                the client can tell the answer is incomplete)
   timeout       no complete answer within the per-request timeout (a hang)
-  bad           anything else (200 with garbage, 5xx without a JSON error body, a cut stream, ...);
-                Outcome.detail says what
+  bad           anything else (200 with garbage, 5xx without a JSON error body, a stream that ends
+                properly but without `data: [DONE]`, ...); Outcome.detail says what
 
 The load always ends by itself: after `max_duration` seconds (plus at most one request timeout) or
 `max_requests` requests, whichever comes first, unless `stop()` ends it earlier. Only loopback targets
@@ -180,17 +183,41 @@ class _Cut(Exception):
     """The body ended abnormally (connection reset or incomplete chunked body) after the status."""
 
 
-def _read_body(resp, deadline):
-    chunks = []
+def _read_chunks(resp, deadline):
+    """The body's pieces as they come; _Cut when the connection ends before the body does.
+
+    read1, not readline: http.client's readline takes a chunked body that stops between two chunks
+    (the server killed) for a normal end, because its peek drops the IncompleteRead and closes."""
+    count = 0
     while True:
         deadline.arm()
         try:
             data = resp.read1(65536)
         except (http.client.IncompleteRead, ConnectionError) as e:
-            raise _Cut(f"body cut after {sum(map(len, chunks))} bytes: {type(e).__name__}") from e
+            raise _Cut(f"the connection ended mid-body after {count} bytes ({type(e).__name__})") from e
         if not data:
-            return b"".join(chunks)
-        chunks.append(data)
+            short = getattr(resp, "length", None)  # bytes of content-length still missing
+            if short:
+                raise _Cut(f"the connection ended mid-body after {count} bytes ({short} short of content-length)")
+            return
+        count += len(data)
+        yield data
+
+
+def _read_body(resp, deadline):
+    return b"".join(_read_chunks(resp, deadline))
+
+
+def _read_lines(resp, deadline):
+    """The body's lines, each with its newline (the last one may lack it)."""
+    rest = b""
+    for data in _read_chunks(resp, deadline):
+        rest += data
+        *lines, rest = rest.split(b"\n")
+        for line in lines:
+            yield line + b"\n"
+    if rest:
+        yield rest
 
 
 # --------------------------------------------------------------------------- classification
@@ -294,17 +321,14 @@ class StreamState:
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             self.completion_tokens = usage["completion_tokens"]
 
-    def classify(self, cut=None):
-        """(kind, detail) once the stream ended; `cut` names an abnormal end after the status."""
+    def classify(self):
+        """(kind, detail) once the stream ended as HTTP says a body ends (not cut)."""
         if self.error is not None:
             return HONEST_ERROR, _short(f"stream error event: {self.error}")
         if self.garbage is not None:
             return BAD, _short(f"stream with a non-SSE line: {self.garbage}")
         if self.content == 0:
-            how = f" ({cut})" if cut else ""
-            return EMPTY_200, _short(f"200 stream without content or error event, {self.bytes} bytes{how}")
-        if cut:
-            return BAD, _short(f"stream cut after {self.content} content events: {cut}")
+            return EMPTY_200, _short(f"200 stream without content or error event, {self.bytes} bytes")
         if not self.done:
             return BAD, f"stream ended without data: [DONE] after {self.content} content events"
         return GOOD, ""
@@ -500,27 +524,20 @@ class Load:
             headers = resp.headers
             if out.status == 200 and stream:
                 state = StreamState()
-                cut = None
-                while True:
-                    deadline.arm()
-                    try:
-                        line = resp.readline()
-                    except (http.client.IncompleteRead, ConnectionError) as e:
-                        cut = f"connection ended mid-stream: {type(e).__name__}"
-                        break
-                    if not line:
-                        break
-                    state.feed(line)
-                out.kind, out.detail = state.classify(cut)
+                try:
+                    for line in _read_lines(resp, deadline):
+                        state.feed(line)
+                except _Cut as e:
+                    out.kind, out.detail = CONN_ERROR, _short(f"200 stream, {state.content} content events, then {e}")
+                    out.completion_tokens = state.completion_tokens
+                    return
+                out.kind, out.detail = state.classify()
                 out.completion_tokens = state.completion_tokens
                 return
             try:
                 body = _read_body(resp, deadline)
             except _Cut as e:
-                if out.status == 200 and "after 0 bytes" in str(e):
-                    out.kind, out.detail = EMPTY_200, f"200 with an empty body ({e})"
-                else:
-                    out.kind, out.detail = BAD, _short(f"{out.status}: {e}")
+                out.kind, out.detail = CONN_ERROR, _short(f"status {out.status}, then {e}")
                 return
             has_ra = headers is not None and headers.get("Retry-After") is not None
             out.kind, out.detail, out.completion_tokens, out.retry_after = classify_json(out.status, body, has_ra)

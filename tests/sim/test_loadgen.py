@@ -99,6 +99,29 @@ class FakeHandler(BaseHTTPRequestHandler):
         if mode == "reset":
             self.close_connection = True
             return None  # close without a status line
+        if mode in ("killed_after_role", "killed_after_content"):
+            # the answering process dies mid-answer: the status and a first part, then the connection ends
+            if stream:
+                events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+                if mode == "killed_after_content":
+                    events.append(text)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for ev in events:
+                    data = b"data: " + json.dumps(ev).encode() + b"\n\n"
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            else:
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", "200")
+                self.end_headers()
+                self.wfile.write(b'{"choices": [')
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return None
         raise AssertionError(f"unknown mode {mode}")
 
 
@@ -138,6 +161,8 @@ def run_load(base, seconds, **kw):
     ("plain500", "bad", False),
     ("garbage200", "bad", False),
     ("reset", "conn_error", False),
+    ("killed_after_role", "conn_error", False),
+    ("killed_after_content", "conn_error", False),
 ])
 def test_classification(fake, mode, kind, retry_after):
     fake.mode = mode
@@ -154,6 +179,10 @@ def test_classification(fake, mode, kind, retry_after):
         assert all(o.detail for o in outcomes)
     if mode == "reset":
         assert all(o.status is None for o in outcomes)
+    if mode.startswith("killed"):
+        # not an empty 200: the body never ended as HTTP says it ends (no last chunk, short of content-length)
+        assert all(o.status == 200 and "the connection ended mid-body" in o.detail for o in outcomes), \
+            [o.detail for o in outcomes]
     s = loadgen.summarize(outcomes, outcomes[0].start_wall)
     assert s["sent"] == len(outcomes) and s[kind] == len(outcomes)
 
