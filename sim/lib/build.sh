@@ -390,16 +390,25 @@ build_vllm_image() {
 
 image_size() { docker image inspect -f '{{.Size}}' "$1" | awk '{ printf "%.0f MB", $1 / 1e6 }'; }
 
-# push_vllm_image: tags and pushes unless the registry already holds this very image.
+# push_vllm_image: tags and pushes unless the registry already holds this very image: its manifest
+# names this image's config, and every blob it names (config and layers) is there. The registry may have
+# been started by another checkout whose storage is gone (a deleted CI clone): the manifest alone says
+# nothing then, and a pull would fail on every node.
 push_vllm_image() {
   local id remote
   id=$(docker image inspect -f '{{.Id}}' "$VLLM_IMAGE")
   remote=$(curl -fsS -m 10 -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
     "http://$REGISTRY_ADDR/v2/$(registry_repo)/manifests/$(registry_tag)" 2>/dev/null |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["config"]["digest"])' 2>/dev/null || true)
+    python3 -c '
+import json, sys, urllib.request
+base, m = sys.argv[1], json.load(sys.stdin)
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+for d in [m["config"]["digest"]] + [layer["digest"] for layer in m["layers"]]:
+    opener.open(urllib.request.Request(base + d, method="HEAD"), timeout=10)
+print(m["config"]["digest"])' "http://$REGISTRY_ADDR/v2/$(registry_repo)/blobs/" 2>/dev/null || true)
   docker tag "$VLLM_IMAGE" "$VLLM_IMAGE_REF"
   if [ "$remote" = "$id" ]; then
-    log "registry: $VLLM_IMAGE_REF is up to date"
+    log "registry: $VLLM_IMAGE_REF is up to date (manifest and blobs)"
     return 0
   fi
   step "push $VLLM_IMAGE_REF"

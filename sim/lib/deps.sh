@@ -90,8 +90,8 @@ log:
   fields:
     service: a3sim-registry
 storage:
-  cache:
-    blobdescriptor: inmemory
+  # no blob descriptor cache: "this blob exists" is always asked of the storage (a cache kept
+  # answering yes for blobs whose directory had been deleted, and docker push skipped them)
   filesystem:
     rootdirectory: $REGISTRY_DIR/data
   delete:
