@@ -1050,6 +1050,7 @@ def test_pool_hit_across_two_prefill_instances(sim, yr_pool):
     # the hit is what shortens the prefill: the second instance computed only the 8 tokens past the last
     # full block (the simulator charges compute time per computed token; counted, not timed, so a busy
     # machine cannot fail it)
+
     def by_source(engine, source):
         return sum(v for k, v in engine.metrics().items()
                    if k.startswith("vllm:prompt_tokens_by_source_total{") and f'source="{source}"' in k)
