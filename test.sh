@@ -12,6 +12,12 @@ export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_NOCOLOR=1 PY_COLORS=0
 export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python   # etcd3 0.12 with protobuf >= 4 (requirements.txt)
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
+step "yamllint";         yamllint -s .
+# ansible-lint keeps its cache (and an install of this collection) in ANSIBLE_HOME: a project-local one,
+# so a copy of the collection in ~/.ansible/collections cannot shadow the checkout.
+step "ansible-lint";     ANSIBLE_HOME="$PWD/.cache/ansible-lint-home" ansible-lint --offline -q
+step "collection build"; ansible-galaxy collection build --force --output-path .cache/build >/dev/null && ls .cache/build
+step "unit, golden, validation, lint and alert-rule tests"
 # promtool (Debian's prometheus package) runs the alert rules' unit tests; tests/monitoring fails without it.
 # policy-rc.d keeps the package's maintainer scripts from starting a Prometheus daemon on this machine.
 if ! command -v promtool >/dev/null; then
@@ -22,27 +28,13 @@ if ! command -v promtool >/dev/null; then
   [ "$own_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
   [ "$rc" = 0 ] || { echo "test.sh: promtool is missing and apt-get install prometheus failed" >&2; exit 1; }
 fi
-
-# Static checks, unit/golden/validation/lint/alert-rule tests, ansible-test sanity and the tarball: no
-# simulated cluster, no timing.
-fast_checks() {
-  step "yamllint";         yamllint -s .
-  # ansible-lint keeps its cache (and an install of this collection) in ANSIBLE_HOME: a project-local one,
-  # so a copy of the collection in ~/.ansible/collections cannot shadow the checkout.
-  step "ansible-lint";     ANSIBLE_HOME="$PWD/.cache/ansible-lint-home" ansible-lint --offline -q
-  step "collection build"; ansible-galaxy collection build --force --output-path .cache/build >/dev/null && ls .cache/build
-  step "unit, golden, validation, lint and alert-rule tests"
-  pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/monitoring tests/sim/test_tools.py \
-    tests/sim/test_loadgen.py
-  step "ansible-test sanity (offline; tests/sanity.sh)"
-  tests/sanity.sh
-  step "collection tarball: members, install into an empty path, render from it"
-  pytest -q -p no:cacheprovider tests/collection
-}
-if [ "$mode" = fast ]; then
-  fast_checks
-  exit 0
-fi
+pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/monitoring tests/sim/test_tools.py \
+  tests/sim/test_loadgen.py
+step "ansible-test sanity (offline; tests/sanity.sh)"
+tests/sanity.sh
+step "collection tarball: members, install into an empty path, render from it"
+pytest -q -p no:cacheprovider tests/collection
+[ "$mode" = fast ] && exit 0
 
 step "simulated cluster: images, the simulation's own tests"
 sim/cluster.sh build   # installs and starts what it needs (deps) first
@@ -65,31 +57,9 @@ VLLM_ASCEND_SRC=$PWD/.cache/vllm-ascend-src \
   tests/sim/test_cluster.py
 
 step "molecule: the four-node simulated cluster (converge, idempotence, check mode, verify) and its faults"
-# The static checks take most of a core for 10-15 min and the default scenario's first converge waits
-# much of its time (image pull, worker registration, engine health): they run side by side. Nothing
-# timed runs beside them: the simulation's own tests ran before, the fault tests run after.
-# default's sequence (molecule.yml) is run in two parts around that: destroy, create and converge, then
-# idempotence, side effect (check mode) and verify.
-fast_log=.cache/fast-checks.log
-mkdir -p .cache
-fast_checks >"$fast_log" 2>&1 &
-fast_pid=$!
-step "molecule destroy, converge -s default (beside the static checks)"
-conv_rc=0
-{ molecule destroy -s default && molecule converge -s default; } || conv_rc=$?
-step "the static checks, unit tests, sanity and tarball (ran beside the converge)"
-fast_rc=0
-wait "$fast_pid" || fast_rc=$?
-cat "$fast_log"
-[ "$fast_rc" = 0 ] || { echo "test.sh: the static checks or unit tests failed (rc $fast_rc)" >&2; exit "$fast_rc"; }
-[ "$conv_rc" = 0 ] || { echo "test.sh: molecule converge -s default failed (rc $conv_rc)" >&2; exit "$conv_rc"; }
-step "molecule idempotence, side-effect, verify -s default"
-for action in idempotence side-effect verify; do
-  molecule "$action" -s default
-done
 # default leaves its cluster up for selfheal (faults under load, no repair), which leaves it up for rolling
 # (the GLM-5 layout in independent groups, a rolling restart under load), which destroys it.
-for scenario in selfheal rolling preflight_faults vnic_down hccn_not_mounted; do
+for scenario in default selfheal rolling preflight_faults vnic_down hccn_not_mounted; do
   step "molecule test -s $scenario"
   molecule test -s "$scenario"
 done
