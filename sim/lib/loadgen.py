@@ -529,9 +529,8 @@ class Load:
                         state.feed(line)
                 except _Cut as e:
                     out.kind, out.detail = CONN_ERROR, _short(f"200 stream, {state.content} content events, then {e}")
-                    out.completion_tokens = state.completion_tokens
-                    return
-                out.kind, out.detail = state.classify()
+                else:
+                    out.kind, out.detail = state.classify()
                 out.completion_tokens = state.completion_tokens
                 return
             try:
