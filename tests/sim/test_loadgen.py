@@ -48,7 +48,7 @@ class FakeHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _sse(self, events):
+    def _sse(self, events, last_chunk=True):
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
@@ -56,7 +56,8 @@ class FakeHandler(BaseHTTPRequestHandler):
         for ev in events:
             data = b"data: " + (ev if isinstance(ev, bytes) else json.dumps(ev).encode()) + b"\n\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.write(b"0\r\n\r\n")
+        if last_chunk:
+            self.wfile.write(b"0\r\n\r\n")
 
     def do_POST(self):
         server = self.server
@@ -105,13 +106,7 @@ class FakeHandler(BaseHTTPRequestHandler):
                 events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
                 if mode == "killed_after_content":
                     events.append(text)
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                for ev in events:
-                    data = b"data: " + json.dumps(ev).encode() + b"\n\n"
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self._sse(events, last_chunk=False)
             else:
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
