@@ -4,7 +4,8 @@ cold and warm image build time, first converge wall time of the four nodes, idem
 time (and its changed count; the fast path when every node matches its last converge) and the same rerun with every
 role (-e a3_fast_path=false), playbooks/status.yml wall time and the ratio rerun/status, the sum of the
 unavoidable waits of the first converge on the slowest node (image pull, etcd health, worker registration,
-engine health, proxy health, gate requests, Prometheus targets) with the ratio first converge/waits, and the
+engine health, proxy health, gate requests, Prometheus targets; the time covered by at least one of them, the
+background image pull from its start to the node's docker pull event) with the ratio first converge/waits, and the
 peak memory of the whole simulation (host memory in use above the baseline measured before the nodes start,
 sampled every 0.5 s). Task times per host come from benchmarks/callback/a3_timings.py.
 
@@ -52,6 +53,9 @@ class Peak(threading.Thread):
 # Tasks that wait on something outside Ansible (a download, a service coming up, a request): the part of a
 # converge no amount of task-overhead tuning removes.
 WAITS = re.compile(r"(^|: )(Pull |Download |Wait |Send |Probe /health|Check each rank)")
+# A wait that runs in the background: from the task that starts it to the end of the task that waits for it
+# (the container role's image pull; the etcd play runs in between).
+BACKGROUND = ((re.compile(r": Start pulling the image in the background: "), re.compile(r": Wait for the background pull of ")),)
 
 
 def run(argv, env=None):
@@ -71,19 +75,59 @@ def changed(output) -> int:
     return sum(int(n) for n in re.findall(r"^\S+\s+: ok=\d+\s+changed=(\d+)", output, re.M))
 
 
-def waits_of_slowest_node(path):
-    """(host, busy seconds, wait seconds, [(task, seconds)] of its waits) for the node with the most task time."""
+def waits_of_slowest_node(path, pulled=None):
+    """(host, busy seconds, wait seconds, [(task, seconds)] of its waits) for the node with the most task time.
+    The wait seconds are the time covered by at least one wait (a background pull and the tasks that ran beside
+    it are counted once). pulled: {host: epoch seconds the node's docker finished the pull}, when known (the
+    background pull's wait task may end well after the pull did)."""
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    busy, waits = {}, {}
-    for row in rows:
-        if row["host"] == "localhost":
+    busy, waits, started = {}, {}, {}
+    for row in sorted(rows, key=lambda r: r["start"]):
+        host = row["host"]
+        if host == "localhost":
             continue
-        took = row["end"] - row["start"]
-        busy[row["host"]] = busy.get(row["host"], 0.0) + took
-        if row["status"] != "skipped" and WAITS.search(row["task"]):
-            waits.setdefault(row["host"], []).append((row["task"], took))
+        busy[host] = busy.get(host, 0.0) + row["end"] - row["start"]
+        if row["status"] == "skipped":
+            continue
+        for begin, finish in BACKGROUND:
+            if begin.search(row["task"]):
+                started[(host, finish)] = row
+            elif finish.search(row["task"]) and (host, finish) in started:
+                first = started.pop((host, finish))
+                end = min(row["end"], (pulled or {}).get(host, row["end"]))
+                waits.setdefault(host, []).append(("%s, until the pull ended (in the background)" % first["task"],
+                                                   first["start"], max(end, first["start"])))
+                break
+        else:
+            if WAITS.search(row["task"]):
+                waits.setdefault(host, []).append((row["task"], row["start"], row["end"]))
     host = max(busy, key=busy.get)
-    return host, busy[host], sum(t for _unused, t in waits.get(host, [])), waits.get(host, [])
+    mine = waits.get(host, [])
+    return host, busy[host], covered([(start, end) for _task, start, end in mine]), [(t, end - start) for t, start, end in mine]
+
+
+def pull_ends(hosts, since, until):
+    """{host: epoch seconds of the last image pull its docker engine finished between since and until} (docker
+    events of the node; the simulated node of host h is the container a3sim-h)."""
+    ends = {}
+    for host in hosts:
+        out = subprocess.run(["docker", "exec", "a3sim-%s" % host, "docker", "events", "--since", "%.3f" % since,
+                              "--until", "%.3f" % until, "--filter", "event=pull", "--format", "{{.TimeNano}}"],
+                             capture_output=True, text=True, check=False).stdout.split()
+        if out:
+            ends[host] = int(out[-1]) / 1e9
+    return ends
+
+
+def covered(spans):
+    """Seconds covered by the union of (start, end) spans."""
+    total, reach = 0.0, None
+    for start, end in sorted(spans):
+        if reach is None or start > reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
 
 
 def main():
@@ -109,10 +153,12 @@ def main():
     peak.start()
     rows.append(("node start (sim/cluster.sh up)", timed(["sim/cluster.sh", "up"])))
     timings = Path(tempfile.mkdtemp(prefix="a3-timings-")) / "first-converge.jsonl"
+    since = time.time()
     first = timed(["ansible-playbook", "site.yml", "-i", "inventories/sim"],
                   dict(ENV, ANSIBLE_CALLBACK_PLUGINS=str(ROOT / "benchmarks" / "callback"),
                        ANSIBLE_CALLBACKS_ENABLED="a3_timings", A3_TIMINGS_FILE=str(timings)))
     rows.append(("first converge, 4 nodes (site.yml)", first))
+    pulled = pull_ends(("p0", "p1", "d0", "d1"), since, time.time())
     rerun, out = run(["ansible-playbook", "site.yml", "-i", "inventories/sim"])
     path = "fast path" if "fast path: every node matches" in re.sub(r"\s+", " ", out) else "every role"
     rows.append(("no-op rerun (site.yml, %s), changed=%d" % (path, changed(out)), rerun))
@@ -122,7 +168,7 @@ def main():
     rows.append(("status (playbooks/status.yml)", status))
     peak.stop.set()
     peak.join()
-    host, busy, wait, tasks = waits_of_slowest_node(timings)
+    host, busy, wait, tasks = waits_of_slowest_node(timings, pulled)
     rows.append(("unavoidable waits of the first converge on %s" % host, wait))
     width = max(len(r[0]) for r in rows)
     for name, secs in rows:

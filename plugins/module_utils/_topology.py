@@ -34,7 +34,7 @@ TOPOLOGY_KEYS = (
 # Further per-host variables only validation reads (_validate_rules; its RULE_KEYS must all be in HOST_KEYS).
 # None of them may refer to a3 or a3_self: the topology filter reads HOST_KEYS to derive those.
 VALIDATION_KEYS = (
-    "container_pull_retries", "container_pull_delay", "etcd_health_timeout", "proxy_health_timeout",
+    "container_pull_retries", "container_pull_delay", "container_pull_timeout", "etcd_health_timeout", "proxy_health_timeout",
     "proxy_fail_threshold", "proxy_retry_after", "vllm_health_timeout", "vllm_health_interval", "vllm_stop_timeout",
     "vllm_canary_interval", "vllm_canary_timeout", "vllm_canary_failures", "vllm_peer_down_checks",
     "yuanrong_node_timeout_s", "yuanrong_node_dead_timeout_s", "yuanrong_arena_per_tenant",

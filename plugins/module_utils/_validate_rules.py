@@ -96,7 +96,8 @@ REQUIRED_KEYS = (
 
 # (variable, minimum) of plain integer knobs. Seconds unless named otherwise.
 INT_KEYS = (
-    ("container_pull_retries", 1), ("container_pull_delay", 0), ("etcd_health_timeout", 1),
+    ("container_pull_retries", 1), ("container_pull_delay", 0), ("container_pull_timeout", 1),
+    ("etcd_health_timeout", 1),
     ("proxy_health_timeout", 1), ("proxy_fail_threshold", 1), ("proxy_retry_after", 0),
     ("vllm_health_timeout", 1), ("vllm_health_interval", 1), ("vllm_stop_timeout", 1),
     ("vllm_canary_interval", 1), ("vllm_canary_timeout", 1), ("vllm_canary_failures", 1),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -115,6 +116,11 @@ def test_image_upgrade_rolls_group_by_group_without_a_failed_request():
     failed = [o.as_dict() for o in outcomes if o.kind != loadgen.GOOD]
     assert not failed, failed[:5]
     assert kinds.get(loadgen.GOOD, 0) >= 20, kinds
+    # the three nodes without the new image started pulling it, all at once, before the first group drained
+    started = re.search(r"TASK \[ascend\.vllm_pd\.container : Start pulling the image in the background: \S+\][^\n]*\n((?:.+\n)+)",
+                        run.stdout)
+    assert started and started.start() < run.stdout.index("TASK [Drain the group in the proxy]"), run.stdout[-6000:]
+    assert set(re.findall(r"^ok: \[(\w+)\]", started.group(1), re.M)) == set(NODES) - {"p0"}, started.group(1)
     for node in NODES:
         assert container_image(node) == new, node
     # every node reports the three patches of the row as already in the new image, none is applied again
