@@ -116,11 +116,15 @@ def test_image_upgrade_rolls_group_by_group_without_a_failed_request():
     failed = [o.as_dict() for o in outcomes if o.kind != loadgen.GOOD]
     assert not failed, failed[:5]
     assert kinds.get(loadgen.GOOD, 0) >= 20, kinds
-    # the three nodes without the new image started pulling it, all at once, before the first group drained
+    # the three nodes without the new image pulled it, all at once, before the first group drained
+    first_drain = run.stdout.index("TASK [Drain the group in the proxy]")
     started = re.search(r"TASK \[ascend\.vllm_pd\.container : Start pulling the image in the background: \S+\][^\n]*\n((?:.+\n)+)",
                         run.stdout)
-    assert started and started.start() < run.stdout.index("TASK [Drain the group in the proxy]"), run.stdout[-6000:]
+    assert started and started.start() < first_drain, run.stdout[-6000:]
     assert set(re.findall(r"^ok: \[(\w+)\]", started.group(1), re.M)) == set(NODES) - {"p0"}, started.group(1)
+    waited = re.search(r"TASK \[ascend\.vllm_pd\.container : Wait for the background pull of \S+\][^\n]*\n((?:.+\n)+)", run.stdout)
+    assert waited and waited.start() < first_drain, run.stdout[-6000:]
+    assert set(re.findall(r"^changed: \[(\w+)\]", waited.group(1), re.M)) == set(NODES) - {"p0"}, waited.group(1)
     for node in NODES:
         assert container_image(node) == new, node
     # every node reports the three patches of the row as already in the new image, none is applied again
