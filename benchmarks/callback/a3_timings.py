@@ -38,8 +38,8 @@ class CallbackModule(CallbackBase):
         start = self._started.pop(key, None)
         if start is None:
             return
-        self._rows.append({"host": key[0], "task": result._task.get_name(), "status": status,
-                           "start": start, "end": time.time()})
+        self._rows.append({"host": key[0], "task": result._task.get_name(), "action": result._task.action,
+                           "status": status, "start": start, "end": time.time()})
 
     def v2_runner_on_ok(self, result):
         self._end(result, "ok")

@@ -43,7 +43,7 @@ VALIDATION_KEYS = (
     "supervise_wait_timeout", "gate_request_timeout", "gate_pool_prefix_words", "preflight_npu_smi_timeout",
     "preflight_hccn_timeout", "preflight_hccn_max_workers", "preflight_hbm_used_limit_mb", "preflight_ping_count",
     "proxy_probe_interval", "proxy_probe_timeout", "proxy_first_byte_timeout", "container_privileged",
-    "hugepages_per_numa", "patches_verify_backend", "proxy_wrapper", "yuanrong_enable_huge_tlb", "gate_pool_check",
+    "hugepages_per_numa", "patches_verify_backend", "patches_pip_compile", "proxy_wrapper", "yuanrong_enable_huge_tlb", "gate_pool_check",
     "preflight_hccs_ping", "preflight_strict_link", "preflight_strict_net_health", "preflight_memory_check",
     "preflight_buffer_pool_advice", "preflight_docker_check", "preflight_model_check", "preflight_nic_check",
     "preflight_port_check", "a3_work_dir", "a3_host_work_dir", "container_timezone_file", "container_working_dir",

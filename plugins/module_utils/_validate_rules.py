@@ -113,7 +113,7 @@ INT_KEYS = (
 # Seconds the honest proxy reads as floats (--a3-probe-interval etc.).
 FLOAT_KEYS = ("proxy_probe_interval", "proxy_probe_timeout", "proxy_first_byte_timeout")
 BOOL_KEYS = (
-    "container_privileged", "hugepages_per_numa", "patches_verify_backend", "proxy_wrapper",
+    "container_privileged", "hugepages_per_numa", "patches_verify_backend", "patches_pip_compile", "proxy_wrapper",
     "yuanrong_enable_huge_tlb", "gate_pool_check", "vllm_kv_pool_enabled", "preflight_hccs_ping", "preflight_strict_link",
     "preflight_strict_net_health", "preflight_memory_check", "preflight_buffer_pool_advice",
     "preflight_docker_check", "preflight_model_check", "preflight_nic_check", "preflight_port_check",

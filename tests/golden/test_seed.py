@@ -159,7 +159,8 @@ def test_sysctl_and_pip_pins_match_the_seed(rendered_a3, seed):
         p = plan(rendered_a3, host)
         assert p["sysctl"] == {"vm.nr_hugepages": seed.hugepages_pages("2M")}
         assert (rendered_a3 / host / "etc/sysctl.d/90-ascend-hugepages.conf").read_text() == "vm.nr_hugepages=256000\n"
-        pins = dict(re.match(r"pip install ([\w_]+)==([\d.]+) --no-deps --force-reinstall$", c).groups()
+        # the seed's flags, and --no-compile (patches_pip_compile: false, the collection's one addition)
+        pins = dict(re.match(r"pip install ([\w_]+)==([\d.]+) --no-deps --force-reinstall --no-compile$", c).groups()
                     for c in p["patches"]["pip_install"])
         assert pins == seed.pip_pins()
 
