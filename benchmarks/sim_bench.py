@@ -7,7 +7,8 @@ unavoidable waits of the first converge on the slowest node (image pull, etcd he
 engine health, proxy health, gate requests, Prometheus targets; the time covered by at least one of them, the
 background image pull from its start to the node's docker pull event) with the ratio first converge/waits, and the
 peak memory of the whole simulation (host memory in use above the baseline measured before the nodes start,
-sampled every 0.5 s). Task times per host come from benchmarks/callback/a3_timings.py.
+sampled every 0.5 s), how busy the host's CPUs were during the first converge (/proc/stat) and the host's speed
+(a pure-Python loop: numbers of runs far apart compare only at similar speeds). Task times per host come from benchmarks/callback/a3_timings.py.
 
     benchmarks/sim_bench.py            # warm build + converge + rerun
     benchmarks/sim_bench.py --cold     # also a cold build: removes the a3sim images and a fresh cache dir
@@ -48,6 +49,20 @@ class Peak(threading.Thread):
         while not self.stop.is_set():
             self.peak = max(self.peak, used_mib())
             time.sleep(0.5)
+
+
+def cpu_jiffies():
+    """(busy, total) jiffies of all CPUs since boot (first line of /proc/stat; idle and iowait are not busy)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def loop_seconds(n=10 ** 7) -> float:
+    """Seconds of a pure-Python loop of n additions: the host's speed at the time of the run."""
+    start, total = time.perf_counter(), 0
+    for i in range(n):
+        total += i
+    return time.perf_counter() - start
 
 
 # Tasks that wait on something outside Ansible (a download, a service coming up, a request): the part of a
@@ -153,11 +168,13 @@ def main():
     peak.start()
     rows.append(("node start (sim/cluster.sh up)", timed(["sim/cluster.sh", "up"])))
     timings = Path(tempfile.mkdtemp(prefix="a3-timings-")) / "first-converge.jsonl"
-    since = time.time()
+    since, jiffies = time.time(), cpu_jiffies()
     first = timed(["ansible-playbook", "site.yml", "-i", "inventories/sim"],
                   dict(ENV, ANSIBLE_CALLBACK_PLUGINS=str(ROOT / "benchmarks" / "callback"),
                        ANSIBLE_CALLBACKS_ENABLED="a3_timings", A3_TIMINGS_FILE=str(timings)))
     rows.append(("first converge, 4 nodes (site.yml)", first))
+    cpu_busy, cpu_total = (now - then for now, then in zip(cpu_jiffies(), jiffies))
+    busy_share = cpu_busy / max(1, cpu_total)
     pulled = pull_ends(("p0", "p1", "d0", "d1"), since, time.time())
     rerun, out = run(["ansible-playbook", "site.yml", "-i", "inventories/sim"])
     path = "fast path" if "fast path: every node matches" in re.sub(r"\s+", " ", out) else "every role"
@@ -175,6 +192,8 @@ def main():
         print(f"{name:<{width}} {secs:8.1f} s")
     label = "peak memory of the simulation"
     print(f"{label:<{width}} {peak.peak - baseline:8.0f} MiB (host memory in use above the {baseline:.0f} MiB baseline)")
+    print(f"{'CPU busy during the first converge':<{width}} {100 * busy_share:8.0f} % of {os.cpu_count()} CPUs")
+    print(f"{'host speed (Python loop of 10^7 additions)':<{width}} {loop_seconds():8.2f} s")
     print(f"{'ratio no-op rerun / status':<{width}} {rerun / status:8.1f}   (target: at most 5)")
     print(f"{'ratio first converge / waits':<{width}} {first / wait if wait else float('inf'):8.1f}   (target: at most 2)")
     print("\nwaits on %s (task time on that node %.1f s):" % (host, busy))
