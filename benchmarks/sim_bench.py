@@ -8,7 +8,8 @@ engine health, proxy health, gate requests, Prometheus targets; the time covered
 background image pull from its start to the node's docker pull event) with the ratio first converge/waits, and the
 peak memory of the whole simulation (host memory in use above the baseline measured before the nodes start,
 sampled every 0.5 s), how busy the host's CPUs were during the first converge (/proc/stat) and the host's speed
-(a pure-Python loop: numbers of runs far apart compare only at similar speeds). Task times per host come from benchmarks/callback/a3_timings.py.
+(a pure-Python loop: numbers of runs far apart compare only at similar speeds). Task times per host come from
+benchmarks/callback/a3_timings.py.
 
     benchmarks/sim_bench.py            # warm build + converge + rerun
     benchmarks/sim_bench.py --cold     # also a cold build: removes the a3sim images and a fresh cache dir
