@@ -17,7 +17,8 @@ description:
     (the version a binary prints after a label, as the etcd and monitoring roles read it), C(preflight_host)
     (every host judgement of the preflight on one node, from the registered host read and a dict of settings, see
     plugins/module_utils/_preflight.py), C(serve_lines), C(shell_dq), C(launcher_argv), C(engine_processes) and
-    C(engine_env) (vllm_env_common, then vllm_<side>_env, then vllm_env_extra, see plugins/module_utils/_render.py).
+    C(engine_env) (vllm_env_common, then vllm_<side>_env, then vllm_env_extra) and C(valued_flags) ({flag: value}
+    as C([--flag, value, ...]), booleans as true/false), see plugins/module_utils/_render.py.
 positional: _input
 options:
   _input:
@@ -49,7 +50,7 @@ from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import f
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._preflight import judge_host_read
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._prom import prom_sum
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
-    engine_env, engine_processes, launcher_argv, serve_lines, shell_dq)
+    engine_env, engine_processes, launcher_argv, serve_lines, shell_dq, valued_flags)
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import (
     TOPOLOGY_KEYS, TopologyError, backends, derive, docker_size, parse_size, size_gib, size_mib)
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
@@ -101,4 +102,5 @@ class FilterModule:
             "launcher_argv": launcher_argv,
             "engine_processes": engine_processes,
             "engine_env": engine_env,
+            "valued_flags": valued_flags,
         }

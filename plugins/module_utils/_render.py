@@ -42,6 +42,15 @@ def serve_flag_pairs(flags: dict) -> list:
     return out
 
 
+def valued_flags(flags: dict) -> list:
+    """[--flag, value, ...] for programs whose every flag takes a value (the datasystem worker, the proxy):
+    booleans as true/false, anything else as str."""
+    out = []
+    for flag, value in (flags or {}).items():
+        out += ["--%s" % flag, str(value).lower() if isinstance(value, bool) else str(value)]
+    return out
+
+
 def serve_lines(flags: dict) -> list:
     """Shell-quoted 'flag value' lines for a script."""
     return [flag if value is None else "%s %s" % (flag, shlex.quote(value))

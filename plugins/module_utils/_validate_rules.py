@@ -58,6 +58,12 @@ RESTART_POLICIES = ("no", "on-failure", "always", "unless-stopped")
 LAUNCHER_FLAGS = ("host", "port", "tensor-parallel-size", "kv-transfer-config", "model")
 LAUNCHER_FLAG_PREFIXES = ("data-parallel-",)
 # The proxy script's own arguments (roles/proxy/vars: proxy_upstream_args) and the wrapper's --a3-* ones.
+# Worker flags yuanrong_argv sets from yuanrong_* variables (yuanrong_worker_flags may not repeat them).
+WORKER_FLAGS = {"worker_address": "yuanrong_worker_port", "etcd_address": "yuanrong_etcd_address",
+                "shared_memory_size_mb": "yuanrong_shared_memory_size_mb",
+                "node_timeout_s": "yuanrong_node_timeout_s", "node_dead_timeout_s": "yuanrong_node_dead_timeout_s",
+                "arena_per_tenant": "yuanrong_arena_per_tenant", "enable_huge_tlb": "yuanrong_enable_huge_tlb",
+                "liveness_check_path": "yuanrong_liveness_path"}
 PROXY_FLAGS = ("port", "host", "prefiller-hosts", "prefiller-ports", "decoder-hosts", "decoder-ports")
 # Environment the role derives per node: run_dp_template.sh sets $local_ip, $nic_name, $ds_worker_addr and
 # launch_online_dp.py passes the devices as $1. Another value breaks what the derivation guarantees.
@@ -150,8 +156,8 @@ STR_LIST_KEYS = (
     "preflight_hccn_checks", "preflight_port_owner_names", "preflight_port_owner_cmdlines",
 )
 DICT_KEYS = (
-    "container_extra_env", "proxy_extra_args", "vllm_mooncake_extra_config", "vllm_kv_top_level_extra",
-    "vllm_env_common", "vllm_prefill_env", "vllm_decode_env", "vllm_env_extra",
+    "container_extra_env", "proxy_extra_args", "yuanrong_worker_flags", "vllm_mooncake_extra_config",
+    "vllm_kv_top_level_extra", "vllm_env_common", "vllm_prefill_env", "vllm_decode_env", "vllm_env_extra",
     "vllm_serve_args_common", "vllm_prefill_serve_args", "vllm_decode_serve_args",
     "patches_pip_pins", "patches_table", "etcd_checksums",
 )
@@ -546,6 +552,19 @@ def _check_yuanrong(h):
             h.warn(key, wheel, "the wheel is version %s but yuanrong_package_version is %s: the role compares the "
                    "installed version with the latter and reinstalls on every run; set them to the same version"
                    % (_wheel_version(wheel), version))
+    flags = h.get("yuanrong_worker_flags")
+    if isinstance(flags, dict):
+        for flag, value in flags.items():
+            flag_s = str(flag)
+            if flag_s.startswith("-") or not _FLAG_RE.match(flag_s):
+                h.error("yuanrong_worker_flags", {flag: value}, "set the worker's flag without dashes, e.g. "
+                        "rpc_thread_num: 32")
+            elif flag_s in WORKER_FLAGS:
+                h.error("yuanrong_worker_flags", {flag: value}, "the role sets --%s itself: set %s instead"
+                        % (flag_s, WORKER_FLAGS[flag_s]))
+            elif value is None or isinstance(value, (dict, list)):
+                h.error("yuanrong_worker_flags", {flag: value}, "the worker takes '--%s <value>': set a number, "
+                        "a string or a boolean" % flag_s)
 
 
 def _env_layers(h, side):

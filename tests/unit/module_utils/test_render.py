@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
-    engine_processes, expand, launcher_argv, serve_flag_pairs, serve_lines, shell_dq)
+    engine_processes, expand, launcher_argv, serve_flag_pairs, serve_lines, shell_dq, valued_flags)
 
 
 def bash(script, env=None):
@@ -58,6 +58,13 @@ def test_serve_flag_pairs_types():
         ["--chat-template", "{{ it's }} $HOME"],
     ]
     assert serve_flag_pairs(None) == [] and serve_flag_pairs({}) == []
+
+
+def test_valued_flags_give_every_flag_a_value():
+    flags = {"rpc_thread_num": 2, "log_monitor": False, "enable_thp": True, "log_dir": "/Var/Log", "ratio": 0.5}
+    assert valued_flags(flags) == ["--rpc_thread_num", "2", "--log_monitor", "false", "--enable_thp", "true",
+                                   "--log_dir", "/Var/Log", "--ratio", "0.5"]
+    assert valued_flags({}) == [] and valued_flags(None) == []
 
 
 def test_serve_lines_are_single_quoted_literals():

@@ -346,6 +346,20 @@ def test_node_dead_timeout_not_above_node_timeout():
                                                      "yuanrong_node_timeout_s (20)", "set a larger value"))
 
 
+@pytest.mark.parametrize("flags,must", [
+    ({"node_timeout_s": 5}, ("yuanrong_worker_flags is {'node_timeout_s': 5}", "set yuanrong_node_timeout_s instead")),
+    ({"worker_address": "127.0.0.1:1"}, ("sets --worker_address itself", "set yuanrong_worker_port instead")),
+    ({"--rpc_thread_num": 2}, ("yuanrong_worker_flags is {'--rpc_thread_num': 2}", "without dashes")),
+    ({"rpc_thread_num": None}, ("yuanrong_worker_flags is {'rpc_thread_num': None}", "set a number")),
+])
+def test_worker_flags(flags, must):
+    one(seed(yuanrong_worker_flags=flags), must=must)
+
+
+def test_worker_flags_accepted():
+    assert not new_messages(seed(yuanrong_worker_flags={"rpc_thread_num": 2, "log_monitor": False}), "error")
+
+
 def test_node_timeout_of_one_second():
     one(seed(yuanrong_node_timeout_s=1), kind="warning", must=("yuanrong_node_timeout_s is 1", "set 2 or more"))
 
