@@ -16,9 +16,9 @@ description:
     C(cann_version) and C(port_hits) (the preflight's host read, see plugins/module_utils/_host.py), C(reported_version)
     (the version a binary prints after a label, as the etcd and monitoring roles read it), C(preflight_host)
     (every host judgement of the preflight on one node, from the registered host read and a dict of settings, see
-    plugins/module_utils/_preflight.py), C(serve_lines), C(shell_dq), C(launcher_argv), C(engine_processes) and
-    C(engine_env) (vllm_env_common, then vllm_<side>_env, then vllm_env_extra) and C(valued_flags) ({flag: value}
-    as C([--flag, value, ...]), booleans as true/false), see plugins/module_utils/_render.py.
+    plugins/module_utils/_preflight.py), C(serve_lines), C(shell_dq), C(launcher_argv), C(engine_processes),
+    C(engine_env) (vllm_env_common, then vllm_<side>_env, then vllm_env_extra) and C(valued_flags) (a dict of flags
+    and values as the list C(--flag value ...), booleans as true or false), see plugins/module_utils/_render.py.
 positional: _input
 options:
   _input:
