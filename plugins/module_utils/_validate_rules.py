@@ -57,13 +57,13 @@ RESTART_POLICIES = ("no", "on-failure", "always", "unless-stopped")
 # kv-transfer-config file) or that clash with them; _render.engine_processes shows the same list.
 LAUNCHER_FLAGS = ("host", "port", "tensor-parallel-size", "kv-transfer-config", "model")
 LAUNCHER_FLAG_PREFIXES = ("data-parallel-",)
-# The proxy script's own arguments (roles/proxy/vars: proxy_upstream_args) and the wrapper's --a3-* ones.
 # Worker flags yuanrong_argv sets from yuanrong_* variables (yuanrong_worker_flags may not repeat them).
 WORKER_FLAGS = {"worker_address": "yuanrong_worker_port", "etcd_address": "yuanrong_etcd_address",
                 "shared_memory_size_mb": "yuanrong_shared_memory_size_mb",
                 "node_timeout_s": "yuanrong_node_timeout_s", "node_dead_timeout_s": "yuanrong_node_dead_timeout_s",
                 "arena_per_tenant": "yuanrong_arena_per_tenant", "enable_huge_tlb": "yuanrong_enable_huge_tlb",
                 "liveness_check_path": "yuanrong_liveness_path"}
+# The proxy script's own arguments (roles/proxy/vars: proxy_upstream_args) and the wrapper's --a3-* ones.
 PROXY_FLAGS = ("port", "host", "prefiller-hosts", "prefiller-ports", "decoder-hosts", "decoder-ports")
 # Environment the role derives per node: run_dp_template.sh sets $local_ip, $nic_name, $ds_worker_addr and
 # launch_online_dp.py passes the devices as $1. Another value breaks what the derivation guarantees.
@@ -552,19 +552,9 @@ def _check_yuanrong(h):
             h.warn(key, wheel, "the wheel is version %s but yuanrong_package_version is %s: the role compares the "
                    "installed version with the latter and reinstalls on every run; set them to the same version"
                    % (_wheel_version(wheel), version))
-    flags = h.get("yuanrong_worker_flags")
-    if isinstance(flags, dict):
-        for flag, value in flags.items():
-            flag_s = str(flag)
-            if flag_s.startswith("-") or not _FLAG_RE.match(flag_s):
-                h.error("yuanrong_worker_flags", {flag: value}, "set the worker's flag without dashes, e.g. "
-                        "rpc_thread_num: 32")
-            elif flag_s in WORKER_FLAGS:
-                h.error("yuanrong_worker_flags", {flag: value}, "the role sets --%s itself: set %s instead"
-                        % (flag_s, WORKER_FLAGS[flag_s]))
-            elif value is None or isinstance(value, (dict, list)):
-                h.error("yuanrong_worker_flags", {flag: value}, "the worker takes '--%s <value>': set a number, "
-                        "a string or a boolean" % flag_s)
+    _check_flag_dict(h, "yuanrong_worker_flags", "the worker", "rpc_thread_num: 32", True,
+                     lambda flag: "the role sets --%s itself: set %s instead" % (flag, WORKER_FLAGS[flag])
+                     if flag in WORKER_FLAGS else None)
 
 
 def _env_layers(h, side):
@@ -802,19 +792,28 @@ def _check_kv(h):
             h.error(key, value, "set a quoted string (seed: \"0\" on prefill) or null")
 
 
+def _check_flag_dict(h, key, program, example, booleans, owned):
+    """A {flag: value} option passed as --flag value (ascend.vllm_pd.valued_flags): each flag without dashes, not
+    one the role sets itself (owned(flag): why and what to set, or None), each value a scalar (booleans only when
+    the program takes true/false)."""
+    flags = h.get(key)
+    if not isinstance(flags, dict):
+        return
+    for flag, value in flags.items():
+        flag_s = str(flag)
+        if flag_s.startswith("-") or not _FLAG_RE.match(flag_s):
+            h.error(key, {flag: value}, "set %s's flag without dashes, e.g. %s" % (program, example))
+        elif owned(flag_s):
+            h.error(key, {flag: value}, owned(flag_s))
+        elif value is None or isinstance(value, (dict, list)) or (isinstance(value, bool) and not booleans):
+            h.error(key, {flag: value}, "%s takes '--%s <value>': set %s" % (
+                program, flag_s, "a number, a string or a boolean" if booleans else "a number or a string"))
+
+
 def _check_proxy(h):
-    args = h.get("proxy_extra_args")
-    if isinstance(args, dict):
-        for flag, value in args.items():
-            flag_s = str(flag)
-            if flag_s.startswith("-") or not _FLAG_RE.match(flag_s):
-                h.error("proxy_extra_args", {flag: value}, "set the proxy's flag without dashes, e.g. max-retries: 3")
-            elif flag_s in PROXY_FLAGS or flag_s.startswith("a3-"):
-                h.error("proxy_extra_args", {flag: value}, "the role sets --%s itself (from the topology and the "
-                        "proxy_* variables): remove it" % flag_s)
-            elif value is None or isinstance(value, (dict, list, bool)):
-                h.error("proxy_extra_args", {flag: value}, "the proxy takes '--%s <value>': set a number or a "
-                        "string" % flag_s)
+    _check_flag_dict(h, "proxy_extra_args", "the proxy", "max-retries: 3", False,
+                     lambda flag: "the role sets --%s itself (from the topology and the proxy_* variables): remove "
+                     "it" % flag if flag in PROXY_FLAGS or flag.startswith("a3-") else None)
 
 
 def _check_supervise(h):

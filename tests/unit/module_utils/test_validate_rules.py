@@ -603,6 +603,12 @@ def test_proxy_extra_arg_with_dashes():
                                                                         "without dashes"))
 
 
+def test_proxy_extra_arg_boolean():
+    one(seed(proxy_extra_args={"max-retries": True}), prefix="p0",
+        must=("proxy_extra_args is {'max-retries': True}", "the proxy takes '--max-retries <value>'",
+              "set a number or a string"))
+
+
 # --- numbers, booleans, paths, addresses -----------------------------------------------------------------------
 
 
