@@ -178,9 +178,11 @@ def main():
     busy_share = cpu_busy / max(1, cpu_total)
     pulled = pull_ends(("p0", "p1", "d0", "d1"), since, time.time())
     rerun, out = run(["ansible-playbook", "site.yml", "-i", "inventories/sim"])
+    (timings.parent / "rerun.log").write_text(out)  # what a rerun that changed something changed
     path = "fast path" if "fast path: every node matches" in re.sub(r"\s+", " ", out) else "every role"
     rows.append(("no-op rerun (site.yml, %s), changed=%d" % (path, changed(out)), rerun))
     forced, out = run(["ansible-playbook", "site.yml", "-i", "inventories/sim", "-e", "a3_fast_path=false"])
+    (timings.parent / "rerun-every-role.log").write_text(out)
     rows.append(("no-op rerun of every role (-e a3_fast_path=false), changed=%d" % changed(out), forced))
     status = timed(["ansible-playbook", "playbooks/status.yml", "-i", "inventories/sim"])
     rows.append(("status (playbooks/status.yml)", status))
@@ -200,6 +202,7 @@ def main():
     print("\nwaits on %s (task time on that node %.1f s):" % (host, busy))
     for task, took in sorted(tasks, key=lambda t: -t[1]):
         print(f"  {took:7.1f} s  {task}")
+    print("\ntask times of the first converge and the reruns' output: %s" % timings.parent)
 
 
 if __name__ == "__main__":

@@ -155,3 +155,26 @@ def apply(files, directories=(), directory_mode=0o755, check_mode=False, want_di
             result["diff"].append(diff_entry(c["path"], c["before"], f["content"],
                                              stat.S_IMODE(cur["mode"]) if cur else None, f["mode"]))
     return result
+
+
+# Where systemd reads units and drop-ins: a changed file there needs a daemon-reload before systemd acts on it.
+SYSTEMD_DIRS = ("/etc/systemd/", "/run/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/usr/local/lib/systemd/")
+
+
+def needs_daemon_reload(changed_paths) -> bool:
+    return any(p.startswith(SYSTEMD_DIRS) for p in changed_paths)
+
+
+def unit_actions(units, state) -> list:
+    """The systemctl calls (argument lists) that leave each of ``units`` (dicts ``name``, ``enabled``, ``started``)
+    enabled at boot and running when asked: ``state`` is {name: {"enabled": the word of systemctl is-enabled,
+    "active": the word of systemctl is-active}}. A unit that is already so gets no call; nothing here stops or
+    disables (the roles' stop and teardown playbooks do)."""
+    actions = []
+    for u in units:
+        cur = state.get(u["name"], {})
+        if u.get("enabled", True) and cur.get("enabled") != "enabled":
+            actions.append(["enable", u["name"]])
+        if u.get("started", False) and cur.get("active") != "active":
+            actions.append(["start", u["name"]])
+    return actions

@@ -60,6 +60,28 @@ options:
     description: Prefix of every path (render mode writes under C(render_dir/<host>)).
     type: str
     default: ""
+  units:
+    description:
+      - systemd units to enable at boot (and, with O(units[].started), start) once the files are written, after a
+        C(systemctl daemon-reload) when a written file under a systemd unit directory changed. A unit already
+        enabled (and active) gets no call. Nothing is stopped, disabled or restarted (the roles' handlers restart).
+      - Ignored with O(root) (render mode writes on the controller and touches no unit).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The unit, e.g. C(yr-worker.service).
+        type: str
+        required: true
+      enabled:
+        description: Enabled at boot.
+        type: bool
+        default: true
+      started:
+        description: Started when it is not active (a timer; a service's start belongs to the role's handler).
+        type: bool
+        default: false
 attributes:
   check_mode:
     support: full
@@ -92,11 +114,36 @@ created_dirs:
   returned: always
   type: list
   elements: str
+daemon_reloaded:
+  description: Whether systemd reloaded its units (or would have).
+  returned: always
+  type: bool
+unit_actions:
+  description: The systemctl calls made (or that would be), e.g. C([enable, yr-worker.service]).
+  returned: always
+  type: list
+  elements: list
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._files import apply, command_validator, parse_mode
+from ansible_collections.ascend.vllm_pd.plugins.module_utils._files import (
+    apply, command_validator, needs_daemon_reload, parse_mode, unit_actions)
+
+
+def systemctl(module, *args):
+    """Run systemctl; a failure fails the task with its output."""
+    rc, out, err = module.run_command([module.get_bin_path("systemctl", required=True)] + list(args))
+    if rc != 0:
+        module.fail_json(msg="systemctl %s failed (rc %d): %s" % (" ".join(args), rc, (err or out).strip()))
+    return out
+
+
+def unit_state(module, name):
+    """The words of systemctl is-enabled and is-active (either exits non-zero for a disabled or inactive unit)."""
+    cmd = module.get_bin_path("systemctl", required=True)
+    return {"enabled": module.run_command([cmd, "is-enabled", name])[1].strip(),
+            "active": module.run_command([cmd, "is-active", name])[1].strip()}
 
 
 def main():
@@ -117,6 +164,11 @@ def main():
             "directories": {"type": "list", "elements": "str", "default": []},
             "directory_mode": {"type": "str", "default": "0755"},
             "root": {"type": "str", "default": ""},
+            "units": {"type": "list", "elements": "dict", "default": [], "options": {
+                "name": {"type": "str", "required": True},
+                "enabled": {"type": "bool", "default": True},
+                "started": {"type": "bool", "default": False},
+            }},
         },
         supports_check_mode=True,
     )
@@ -141,6 +193,18 @@ def main():
     except (ValueError, OSError) as e:
         module.fail_json(msg=str(e))
     result["changed_paths"] = [p[len(root):] for p in result["changed_paths"]]
+    result["daemon_reloaded"], result["unit_actions"] = False, []
+    if module.params["units"] and not root:
+        if needs_daemon_reload(result["changed_paths"]):
+            result["daemon_reloaded"] = True
+            if not module.check_mode:
+                systemctl(module, "daemon-reload")
+        units = module.params["units"]
+        result["unit_actions"] = unit_actions(units, {u["name"]: unit_state(module, u["name"]) for u in units})
+        for action in result["unit_actions"]:
+            if not module.check_mode:
+                systemctl(module, *action)
+        result["changed"] = result["changed"] or bool(result["unit_actions"])
     module.exit_json(**result)
 
 

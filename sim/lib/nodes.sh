@@ -115,6 +115,10 @@ write_identity() { # NAME
     die "$1: cannot write /etc/a3sim/node.json"
   identity hccn-conf "$1" | docker exec -i "$c" sh -c 'cat >/etc/hccn.conf' ||
     die "$1: cannot write /etc/hccn.conf"
+  # every preflight query answered once now, in one Python process: a first hccn_tool call then costs what the
+  # compiled tool costs instead of a Python start (sim/tools/hccn_tool); best effort, a miss only runs Python
+  docker exec "$c" /usr/local/Ascend/driver/tools/hccn_tool --a3sim-warm >/dev/null 2>&1 ||
+    log "$1: the hccn_tool answers were not stored in advance (each first call runs Python)"
 }
 
 # node_ready NAME: systemd up (running or degraded), the nested engine answers, devices exist.

@@ -380,3 +380,22 @@ def test_cache_skips_arguments_that_are_no_file_name(sim, tmp_path):
     assert proc.returncode == 2
     assert sim("npu-smi").returncode == 1
     assert cache_entries(tmp_path) == []
+
+
+def test_warm_stores_what_python_answers_and_a_fault_still_reaches_python(sim, tmp_path):
+    """hccn_tool --a3sim-warm (run by sim/cluster.sh up) stores every preflight query of the node in one process;
+    a stored answer is byte for byte what Python prints, and an injected fault is a new key, so Python answers it."""
+    proc = sim("hccn_tool", "--a3sim-warm")
+    assert ok(proc) == "a3sim: hccn_tool answers stored: %d\n" % (16 * 8 + 16 * 48)  # 8 plain reads; 3 other nodes' vNICs
+    entries = cache_entries(tmp_path)
+    assert "hccn_tool" + entries[0][len("hccn_tool"):].split(".-i_")[0] + ".-i_15_-net_health_-g.rc" in entries
+    queries = [("-i", 7, "-vnic", "-g"), ("-i", 2, "-tls", "-g"), ("-i", 4, "-hccs_ping", "-g", "address", PEER_IP, "cnt", 3)]
+    for query in queries:
+        stored = sim("hccn_tool", *query)
+        fresh = sim("hccn_tool", *query, env_extra={"A3SIM_NO_CACHE": "1"})
+        assert (stored.returncode, stored.stdout) == (fresh.returncode, fresh.stdout)
+    assert len(cache_entries(tmp_path)) == len(entries)  # every one came from the stored answers
+    # an own vNIC is no peer: not stored, answered by Python (and then stored) as before
+    ok(sim("hccn_tool", "-i", 0, "-hccs_ping", "-g", "address", "127.31.1.1", "cnt", 3))
+    assert len(cache_entries(tmp_path)) == len(entries) + 1
+    assert ok(sim("hccn_tool", "-i", 5, "-link", "-g", faults={"link_down": [5]})) == "link status: DOWN\n"

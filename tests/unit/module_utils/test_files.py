@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._files import (
-    apply, command_validator, diff_entry, missing_dirs, parse_mode, plan)
+    apply, command_validator, diff_entry, missing_dirs, needs_daemon_reload, parse_mode, plan, unit_actions)
 
 
 def f(path, content=b"x\n", mode=0o644):
@@ -151,3 +151,26 @@ def test_module_runs_validate_and_fails_naming_the_file(run_module, tmp_path):
     assert dest.read_text() == "ok=1\n"
     args["files"][0]["content"] = "ok=2\n"
     assert run_module("files", args)["changed_paths"] == [str(dest)] and dest.read_text() == "ok=2\n"
+
+
+def test_daemon_reload_only_for_a_changed_unit_or_drop_in():
+    assert needs_daemon_reload(["/root/glm5/run_yr_worker.sh", "/etc/systemd/system/yr-worker.service"])
+    assert needs_daemon_reload(["/etc/systemd/system/a3-vllm.service.d/override.conf"])
+    assert not needs_daemon_reload(["/root/glm5/run_dp_template.sh", "/etc/ascend-vllm-pd/canary.env"])
+    assert not needs_daemon_reload([])
+
+
+def test_unit_actions_enable_what_is_not_enabled_and_start_only_what_is_asked():
+    units = [{"name": "a3-vllm.service", "enabled": True, "started": False},
+             {"name": "a3-vllm-canary.timer", "enabled": True, "started": True}]
+    fresh = {"a3-vllm.service": {"enabled": "not-found", "active": "inactive"},
+             "a3-vllm-canary.timer": {"enabled": "disabled", "active": "inactive"}}
+    # the engines' service is started by the role's handler, never here
+    assert unit_actions(units, fresh) == [["enable", "a3-vllm.service"], ["enable", "a3-vllm-canary.timer"],
+                                          ["start", "a3-vllm-canary.timer"]]
+    done = {"a3-vllm.service": {"enabled": "enabled", "active": "inactive"},
+            "a3-vllm-canary.timer": {"enabled": "enabled", "active": "active"}}
+    assert unit_actions(units, done) == []
+    # a timer stopped by hand is started again; a unit not wanted at boot is left as it is
+    assert unit_actions([{"name": "t.timer", "enabled": False, "started": True}],
+                        {"t.timer": {"enabled": "disabled", "active": "failed"}}) == [["start", "t.timer"]]
