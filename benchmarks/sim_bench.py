@@ -68,7 +68,7 @@ def loop_seconds(n=10 ** 7) -> float:
 
 # Tasks that wait on something outside Ansible (a download, a service coming up, a request): the part of a
 # converge no amount of task-overhead tuning removes.
-WAITS = re.compile(r"(^|: )(Pull |Download |Wait |Send |Probe /health|Check each rank)")
+WAITS = re.compile(r"(^|: )(Pull |Download |Wait |Send |Probe /|Check each rank)")
 # A wait that runs in the background: from the task that starts it to the end of the task that waits for it
 # (the container role's image pull; the etcd play runs in between).
 BACKGROUND = ((re.compile(r": Start pulling the image in the background: "), re.compile(r": Wait for the background pull of ")),)

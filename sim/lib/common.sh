@@ -21,6 +21,9 @@ identity() {
 }
 
 REGISTRY_ADDR=127.0.0.1:5000
+# Serves the artifacts the collection installs by URL (the yuanrong wheel: yuanrong_install_from url, the
+# collection's default), loopback only; inventories/sim names the same address.
+ARTIFACTS_ADDR=127.0.0.1:5001
 VLLM_IMAGE_REF=$REGISTRY_ADDR/ascend/vllm-ascend:v0.18.0-a3
 SUITE=bookworm
 

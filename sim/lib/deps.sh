@@ -6,6 +6,8 @@ DOCKERD_PIDFILE=$CACHE_DIR/dockerd.pid
 DOCKERD_LOG=${A3SIM_DOCKERD_LOG:-/var/log/dockerd.log}
 REGISTRY_DIR=$CACHE_DIR/registry
 REGISTRY_PIDFILE=$CACHE_DIR/registry.pid
+ARTIFACTS_DIR=$CACHE_DIR/wheels/yuanrong
+ARTIFACTS_PIDFILE=$CACHE_DIR/artifacts.pid
 
 deps_packages() {
   local pkg missing=()
@@ -111,9 +113,34 @@ EOF
   step_done
 }
 
+# shellcheck disable=SC2153  # ARTIFACTS_ADDR comes from common.sh
+artifacts_ok() { curl -fsS -m 3 -o /dev/null "http://$ARTIFACTS_ADDR/" 2>/dev/null; }
+
+# A static file server for what the nodes download by URL (a site's artifact server or mirror).
+deps_artifacts() {
+  if artifacts_ok; then
+    log "artifact server: answering on $ARTIFACTS_ADDR"
+    return 0
+  fi
+  step "start the artifact server on $ARTIFACTS_ADDR ($ARTIFACTS_DIR)"
+  mkdir -p "$ARTIFACTS_DIR"
+  if pid_alive "$ARTIFACTS_PIDFILE" http.server; then
+    log "artifact server pid $(cat "$ARTIFACTS_PIDFILE") runs but does not answer yet"
+  else
+    setsid python3 -m http.server --bind "${ARTIFACTS_ADDR%:*}" --directory "$ARTIFACTS_DIR" "${ARTIFACTS_ADDR##*:}" \
+      >>"$CACHE_DIR/artifacts.log" 2>&1 </dev/null 9>&- &
+    echo $! >"$ARTIFACTS_PIDFILE"
+    log "artifact server started, pid $(cat "$ARTIFACTS_PIDFILE"), log $CACHE_DIR/artifacts.log"
+  fi
+  wait_for 30 "artifact server" artifacts_ok ||
+    die "the artifact server did not answer on $ARTIFACTS_ADDR within 30 s (port taken by another program?); last lines of $CACHE_DIR/artifacts.log:$(printf '\n'; tail -n 20 "$CACHE_DIR/artifacts.log")"
+  step_done
+}
+
 cmd_deps() {
   need_root
   deps_packages
   deps_dockerd
   deps_registry
+  deps_artifacts
 }

@@ -227,6 +227,7 @@ cmd_down() {
   else
     log "registry: not started by this script, left alone"
   fi
+  stop_pidfile "$ARTIFACTS_PIDFILE" http.server "artifact server"
   stop_pidfile "$DOCKERD_PIDFILE" dockerd "dockerd"
   step_done
 }
@@ -267,6 +268,7 @@ cmd_status() {
     echo "docker engine: DOWN"
   fi
   if registry_ok; then echo "registry:      up on $REGISTRY_ADDR$rpid"; else echo "registry:      DOWN ($REGISTRY_ADDR)"; fi
+  if artifacts_ok; then echo "artifacts:     up on $ARTIFACTS_ADDR ($ARTIFACTS_DIR)"; else echo "artifacts:     DOWN ($ARTIFACTS_ADDR)"; fi
   compute_image_names
   local img
   for img in "$NODE_IMAGE" "$VLLM_IMAGE"; do

@@ -134,10 +134,11 @@ def test_simulation_values_pass():
     errors, warnings = T.validate(SIM)
     assert errors == []
     assert all(_seed_kind(w) for w in warnings), warnings
-    # the simulation really is different: small pool, loopback listen addresses, file wheel, short timeouts
+    # the simulation really is different: small pool, loopback listen addresses, a loopback wheel URL, short timeouts
     p0 = SIM["hosts"]["p0"]
     seen = (p0["hugepages_target"], p0["a3_listen_address"], p0["yuanrong_install_from"])
-    assert seen == ("128M", "127.30.0.11", "file")
+    assert seen == ("128M", "127.30.0.11", "url")
+    assert p0["yuanrong_wheel_url"].startswith("http://127.0.0.1:5001/openyuanrong_datasystem-0.8.1-")
     assert p0["vllm_env_extra"] == {"VLLM_ENGINE_READY_TIMEOUT_S": "60"} and p0["vllm_canary_timeout"] == 5
 
 
