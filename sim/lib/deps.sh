@@ -49,6 +49,23 @@ host_dockerd_pids() {
   return 0
 }
 
+# start_background NAME PIDFILE PATTERN LOG TIMEOUT OK_FUNCTION HINT COMMAND...: starts COMMAND in its own
+# session (it outlives this script and its terminal) unless the process of PIDFILE still runs, then waits until
+# OK_FUNCTION succeeds; dies with HINT and the last lines of LOG otherwise.
+start_background() {
+  local name=$1 pidfile=$2 pattern=$3 logfile=$4 timeout=$5 ok=$6 hint=$7
+  shift 7
+  if pid_alive "$pidfile" "$pattern"; then
+    log "$name pid $(cat "$pidfile") runs but does not answer yet"
+  else
+    setsid "$@" >>"$logfile" 2>&1 </dev/null 9>&- &
+    echo $! >"$pidfile"
+    log "$name started, pid $(cat "$pidfile"), log $logfile"
+  fi
+  wait_for "$timeout" "$name" "$ok" ||
+    die "$name did not answer within $timeout s$hint; last lines of $logfile:$(printf '\n'; tail -n 20 "$logfile")"
+}
+
 deps_dockerd() {
   if docker_ok; then
     log "docker engine: answering ($(docker version -f '{{.Server.Version}}' 2>/dev/null))"
@@ -56,21 +73,14 @@ deps_dockerd() {
   fi
   step "start dockerd"
   mkdir -p "$CACHE_DIR"
-  if pid_alive "$DOCKERD_PIDFILE" dockerd; then
-    log "dockerd pid $(cat "$DOCKERD_PIDFILE") runs but does not answer yet"
-  else
+  if ! pid_alive "$DOCKERD_PIDFILE" dockerd; then
     local others
     others=$(host_dockerd_pids)
     if [ -n "$others" ]; then
       die "a dockerd this script did not start runs (pid $others) but 'docker info' fails; fix or stop it first"
     fi
-    # setsid: the engine must outlive this script (and its terminal).
-    setsid dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null 9>&- &
-    echo $! >"$DOCKERD_PIDFILE"
-    log "dockerd started, pid $(cat "$DOCKERD_PIDFILE"), log $DOCKERD_LOG"
   fi
-  wait_for 90 "docker engine" docker_ok ||
-    die "dockerd did not answer within 90 s; last lines of $DOCKERD_LOG:$(printf '\n'; tail -n 20 "$DOCKERD_LOG")"
+  start_background dockerd "$DOCKERD_PIDFILE" dockerd "$DOCKERD_LOG" 90 docker_ok "" dockerd
   step_done
 }
 
@@ -101,15 +111,8 @@ storage:
 http:
   addr: $REGISTRY_ADDR
 EOF
-  if pid_alive "$REGISTRY_PIDFILE" docker-registry; then
-    log "registry pid $(cat "$REGISTRY_PIDFILE") runs but does not answer yet"
-  else
-    setsid docker-registry serve "$REGISTRY_DIR/config.yml" >>"$REGISTRY_DIR/registry.log" 2>&1 </dev/null 9>&- &
-    echo $! >"$REGISTRY_PIDFILE"
-    log "docker-registry started, pid $(cat "$REGISTRY_PIDFILE"), log $REGISTRY_DIR/registry.log"
-  fi
-  wait_for 30 "registry" registry_ok ||
-    die "registry did not answer on $REGISTRY_ADDR within 30 s (port taken by another program?); last lines of $REGISTRY_DIR/registry.log:$(printf '\n'; tail -n 20 "$REGISTRY_DIR/registry.log")"
+  start_background "registry on $REGISTRY_ADDR" "$REGISTRY_PIDFILE" docker-registry "$REGISTRY_DIR/registry.log" 30 registry_ok \
+    " (port taken by another program?)" docker-registry serve "$REGISTRY_DIR/config.yml"
   step_done
 }
 
@@ -124,16 +127,8 @@ deps_artifacts() {
   fi
   step "start the artifact server on $ARTIFACTS_ADDR ($ARTIFACTS_DIR)"
   mkdir -p "$ARTIFACTS_DIR"
-  if pid_alive "$ARTIFACTS_PIDFILE" http.server; then
-    log "artifact server pid $(cat "$ARTIFACTS_PIDFILE") runs but does not answer yet"
-  else
-    setsid python3 -m http.server --bind "${ARTIFACTS_ADDR%:*}" --directory "$ARTIFACTS_DIR" "${ARTIFACTS_ADDR##*:}" \
-      >>"$CACHE_DIR/artifacts.log" 2>&1 </dev/null 9>&- &
-    echo $! >"$ARTIFACTS_PIDFILE"
-    log "artifact server started, pid $(cat "$ARTIFACTS_PIDFILE"), log $CACHE_DIR/artifacts.log"
-  fi
-  wait_for 30 "artifact server" artifacts_ok ||
-    die "the artifact server did not answer on $ARTIFACTS_ADDR within 30 s (port taken by another program?); last lines of $CACHE_DIR/artifacts.log:$(printf '\n'; tail -n 20 "$CACHE_DIR/artifacts.log")"
+  start_background "artifact server on $ARTIFACTS_ADDR" "$ARTIFACTS_PIDFILE" http.server "$CACHE_DIR/artifacts.log" 30 \
+    artifacts_ok " (port taken by another program?)" python3 -m http.server --bind "${ARTIFACTS_ADDR%:*}" --directory "$ARTIFACTS_DIR" "${ARTIFACTS_ADDR##*:}"
   step_done
 }
 
