@@ -30,6 +30,10 @@ def planned(t):
     return {"t": t, "event": "exit", "planned": True, "reason": "planned stop"}
 
 
+def peer(t):
+    return {"t": t, "event": "exit", "planned": False, "peer": True, "reason": "DP group member rank 0 disconnected"}
+
+
 @pytest.mark.parametrize("events, expected", [
     ([], 0.0),                                             # first start
     ([planned(990)], 0.0),                                 # after a planned stop: never wait
@@ -39,6 +43,8 @@ def planned(t):
     ([crash(t) for t in range(900, 1000, 10)], 60.0),      # capped
     ([crash(100), crash(990)], 0.0),                       # an old crash is out of the window
     ([crash(980), crash(985), planned(990)], 0.0),         # the last stop was planned
+    ([crash(980), crash(985), peer(990)], 0.0),            # the last exit was a peer's doing
+    ([crash(970), peer(975), crash(980), crash(990)], 2.0),  # crashes before a peer's exit are not counted
 ])
 def test_backoff_delay(events, expected):
     assert sup.backoff_delay(events, now=1000, base=2, maximum=60, window_s=600) == expected
@@ -131,6 +137,39 @@ def test_record_and_planned_marker_round_trip(tmp_path, monkeypatch, capsys):
     assert "crash loop: 2 unplanned exits" in capsys.readouterr().out
 
 
+def test_an_exit_a_peer_caused_is_forgiven_and_not_counted(tmp_path, monkeypatch, capsys):
+    record = str(tmp_path / "u.service.jsonl")
+    log = tmp_path / "vllm_log.log"
+    log.write_text("")
+    sigfile = tmp_path / "sigs.json"
+    sigfile.write_text(json.dumps([{"pattern": "DP group member rank [0-9]+ disconnected", "peer": True,
+                                    "advice": "a rank of this DP group died"}] + SIGS))
+    calls = []
+    monkeypatch.setattr(sup.subprocess, "run", lambda argv, **kw: calls.append(argv))
+    monkeypatch.setenv("SERVICE_RESULT", "success")
+    monkeypatch.setenv("EXIT_CODE", "exited")
+    monkeypatch.setenv("EXIT_STATUS", "0")
+    for _unused in range(3):
+        sup.append_record(record, crash(__import__("time").time() - 30))
+    assert sup.main(["backoff", "--record", record, "--log", str(log)]) == 0
+    log.write_text("ERROR [core.py:1044] DP group member rank 1 disconnected; the DP group is broken\n")
+    sup.main(["record", "--unit", "u.service", "--record", record, "--log", str(log), "--signatures", str(sigfile),
+              "--restarts", "5", "--window-min", "10"])
+    events = sup.read_record(record)
+    assert events[-1]["peer"] is True and events[-1]["planned"] is False
+    assert calls == [["systemctl", "reset-failed", "u.service"]]        # systemd's start limit starts afresh
+    assert "not counted towards the crash loop" in capsys.readouterr().out
+    now = __import__("time").time()
+    assert sup.crashes_within(events, now, 600) == []                   # ... and so does the helper's count
+    assert sup.backoff_delay(events, now, 2, 60, 600) == 0.0
+    # the same exit without the peer mark counts: the 4th crash of the window
+    sup.append_record(record, crash(now))
+    log.write_text("Traceback (most recent call last)\n")
+    sup.main(["record", "--unit", "u.service", "--record", record, "--log", str(log), "--signatures", str(sigfile),
+              "--restarts", "5", "--window-min", "10"])
+    assert "unplanned exit 2 of 5" in capsys.readouterr().out and len(calls) == 1
+
+
 def _crashes(record, n, now):
     for i in range(n):
         sup.append_record(record, crash(now - 60 + i))
@@ -191,6 +230,28 @@ def test_wait_fails_with_what_it_waited_for(capsys):
     rc = sup.main(["wait", "--tcp", "127.0.0.1:1", "--what", "etcd", "--timeout", "0.2", "--interval", "0.1"])
     assert rc == 1
     assert "127.0.0.1:1 (etcd) accepting connections" in capsys.readouterr().err
+
+
+def test_wait_for_a_readiness_mark_fails_naming_it_then_passes_once_it_exists(tmp_path, capsys):
+    mark = tmp_path / ".yr_worker_ready"
+    argv = ["wait", "--file", str(mark), "--file-what", "worker ready", "--timeout", "0.2", "--interval", "0.1"]
+    assert sup.main(argv) == 1
+    assert "%s (worker ready) present" % mark in capsys.readouterr().err
+    mark.write_text("126\n")
+    assert sup.main(argv) == 0
+
+
+def test_wait_after_the_start_ends_at_once_when_the_main_process_ended(tmp_path, capsys):
+    import subprocess
+    import time
+    child = subprocess.Popen(["true"])
+    child.wait()
+    start = time.monotonic()
+    rc = sup.main(["wait", "--file", str(tmp_path / "never"), "--pid", str(child.pid), "--timeout", "30",
+                   "--interval", "0.1"])
+    assert rc == 1 and time.monotonic() - start < 5
+    assert "main process %d ended before it was ready" % child.pid in capsys.readouterr().err
+    assert sup.main(["wait", "--pid", str(__import__("os").getpid()), "--timeout", "1"]) == 0
 
 
 def test_soft_wait_goes_on_and_notes_it_in_the_log(tmp_path):

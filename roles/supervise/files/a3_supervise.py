@@ -10,7 +10,8 @@ only gives those units what systemd 252 lacks (exponential back-off, a record of
 happened) and what no process supervisor sees (an engine that answers /health but produces no
 token, a DP group that lost a member). Python 3 standard library only; no state but files.
 
-  wait      ExecStartPre: wait until the container runs and TCP endpoints accept (bounded)
+  wait      ExecStartPre/Post: wait until the container runs, TCP endpoints accept and readiness marks
+            exist (bounded)
   backoff   ExecStartPre: sleep before an automatic restart, doubling with each recent crash (not before
             a deliberate start; a stop that ends the sleep is no crash: the process never ran)
   deliberate before a start or restart the deployment asks for: that start waits no back-off
@@ -33,6 +34,7 @@ import urllib.error
 import urllib.request
 
 RECORD_KEEP = 200          # lines kept per record file
+PEER_REASON = "DP group incomplete"   # the canary's restart for a peer rank that is down: no crash of this unit
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never through an HTTP proxy
 
 
@@ -56,14 +58,19 @@ def read_record(path: str) -> list:
 
 
 def crashes_within(events: list, now: float, window_s: float) -> list:
-    """Unplanned exits (crashes, canary restarts) in the last window_s seconds."""
-    return [e for e in events if not e.get("planned") and now - e["t"] <= window_s]
+    """This unit's own unplanned exits (crashes, hang restarts) in the last window_s seconds, after its
+    last exit caused by its DP group (a peer that went away: that exit resets systemd's start limit, see
+    cmd_record, so the count starts afresh as systemd's does)."""
+    last_peer = max([e["t"] for e in events if e.get("peer")], default=None)
+    return [e for e in events if not e.get("planned") and not e.get("peer") and now - e["t"] <= window_s
+            and (last_peer is None or e["t"] > last_peer)]
 
 
 def backoff_delay(events: list, now: float, base: float, maximum: float, window_s: float) -> float:
-    """Seconds to wait before this start. 0 when the last stop was planned (or none was recorded) or
-    after the first crash in the window; then base, 2 x base, 4 x base ... capped at maximum."""
-    if not events or events[-1].get("planned"):
+    """Seconds to wait before this start. 0 when the last stop was planned or caused by a peer (or none
+    was recorded) or after the first crash in the window; then base, 2 x base, 4 x base ... capped at
+    maximum."""
+    if not events or events[-1].get("planned") or events[-1].get("peer"):
         return 0.0
     n = len(crashes_within(events, now, window_s))
     if n <= 1:
@@ -88,12 +95,17 @@ def find_signature(text: str, signatures: list):
 def exit_reason(result: str, code: str, status: str, log_text: str, signatures: list) -> str:
     """One line: why the unit's process ended, from systemd's $SERVICE_RESULT/$EXIT_CODE/$EXIT_STATUS
     and the newest fatal signature in the log since the start."""
+    return exit_cause(result, code, status, log_text, signatures)[0]
+
+
+def exit_cause(result: str, code: str, status: str, log_text: str, signatures: list) -> tuple:
+    """(exit_reason's line, whether the matched signature says a peer caused the exit: `peer: true`)."""
     sig, line = find_signature(log_text, signatures)
     how = "exited with status %s" % status if code == "exited" else "%s %s" % (code or "ended", status or "")
     how = how.strip()
     if sig is not None:
-        return "%s: %s (%s)" % (how, line[:300], sig.get("advice", "").strip())
-    return "%s (%s); no fatal line in the log" % (how, result or "unknown result")
+        return "%s: %s (%s)" % (how, line[:300], sig.get("advice", "").strip()), bool(sig.get("peer"))
+    return "%s (%s); no fatal line in the log" % (how, result or "unknown result"), False
 
 
 def crash_loop_message(unit: str, crashes: int, restarts: int, window_min: float, reason: str) -> str:
@@ -133,7 +145,7 @@ def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_
     for url, n in sorted(peer.items()):
         if n >= peer_failures:
             return {"hang": {}, "peer": {}}, (
-                "DP group incomplete: %s has failed /health for %d checks while this node's ranks serve; "
+                PEER_REASON + ": %s has failed /health for %d checks while this node's ranks serve; "
                 "restarting them so the whole group forms again" % (url, n))
     return state, None
 
@@ -169,6 +181,16 @@ def log_since_start(path: str, offset_file: str, limit: int = 400000) -> str:
         return ""
 
 
+def forgive(unit: str) -> None:
+    """An exit a peer caused is no crash of this unit: reset systemd's start-limit counter (reset-failed),
+    so a node reboot or a restarted container elsewhere in the DP group never makes this unit give up."""
+    try:
+        subprocess.run(["systemctl", "reset-failed", unit], check=False, timeout=30,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
 def container_running(name: str) -> bool:
     try:
         out = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", name], capture_output=True,
@@ -176,6 +198,18 @@ def container_running(name: str) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return out.returncode == 0 and out.stdout.strip() == "true"
+
+
+def pid_alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ValueError:
+        return True         # no number (MAINPID unset): cannot tell
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def tcp_open(hostport: str, timeout: float = 2.0) -> bool:
@@ -234,12 +268,18 @@ def cmd_wait(args) -> int:
     runs into (a DP group that cannot form, say) is reported by the service itself."""
     deadline = time.monotonic() + args.timeout
     hard = list(zip(args.tcp, args.what + [""] * len(args.tcp)))
+    marks = list(zip(args.file, args.file_what + [""] * len(args.file)))
     while True:
+        if args.pid and not pid_alive(args.pid):
+            # ExecStartPost: systemd handles the main process' exit only after this wait ends
+            print("the unit's main process %s ended before it was ready" % args.pid, file=sys.stderr)
+            return 1
         pending = []
         if args.container and not container_running(args.container):
             pending.append("container %s running" % args.container)
         else:
             pending += ["%s (%s) accepting connections" % (hp, what) for hp, what in hard if not tcp_open(hp)]
+            pending += ["%s (%s) present" % (path, what) for path, what in marks if not os.path.exists(path)]
         if not pending:
             break
         if time.monotonic() >= deadline:
@@ -333,16 +373,24 @@ def cmd_record(args) -> int:
             signatures = []
     text = log_since_start(args.log, args.record + ".offset") if args.log else ""
     now = time.time()
+    peer = False
     if planned:
         reason = "planned stop (systemctl stop/restart)"
     elif in_backoff and result != "timeout":
         # stopped while ExecStartPre slept: the process never ran, so this is no crash
         planned, reason = True, "stopped during its restart back-off (the process never ran)"
     else:
-        reason = exit_reason(result, code, status, text, signatures)
-    append_record(args.record, {"t": now, "event": "exit", "planned": planned, "reason": reason,
-                                "result": result, "code": code, "status": status})
-    if not planned:
+        reason, peer = exit_cause(result, code, status, text, signatures)
+    event = {"t": now, "event": "exit", "planned": planned, "reason": reason,
+             "result": result, "code": code, "status": status}
+    if peer:
+        event["peer"] = True
+    append_record(args.record, event)
+    if peer:
+        forgive(args.unit)
+        print("%s: ended with its DP group, whose other member went away (not counted towards the crash loop; "
+              "restarting): %s" % (args.unit, reason))
+    elif not planned:
         crashes = len(crashes_within(read_record(args.record), now, args.window_min * 60))
         print(crash_loop_message(args.unit, crashes, args.restarts, args.window_min, reason))
     else:
@@ -385,7 +433,11 @@ def cmd_canary(args) -> int:
     if reason is None:
         return 0
     print("%s: %s" % (unit, reason))
-    append_record(cfg["record"], {"t": time.time(), "event": "canary", "planned": False, "reason": reason})
+    event = {"t": time.time(), "event": "canary", "planned": False, "reason": reason}
+    if reason.startswith(PEER_REASON):
+        event["peer"] = True
+        forgive(unit)
+    append_record(cfg["record"], event)
     subprocess.run(["systemctl", "restart", "--no-block", unit], check=False, timeout=30)
     return 0
 
@@ -423,6 +475,9 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--container", default="")
     w.add_argument("--tcp", action="append", default=[], help="HOST:PORT that must accept connections")
     w.add_argument("--what", action="append", default=[], help="what each --tcp is, for the message")
+    w.add_argument("--file", action="append", default=[], help="a file that must exist (a readiness mark)")
+    w.add_argument("--file-what", action="append", default=[], help="what each --file means, for the message")
+    w.add_argument("--pid", default="", help="fail at once when this process ended (ExecStartPost: ${MAINPID})")
     w.add_argument("--timeout", type=float, default=300)
     w.add_argument("--soft-tcp", action="append", default=[], help="HOST:PORT worth waiting for, not required")
     w.add_argument("--soft-what", action="append", default=[])
