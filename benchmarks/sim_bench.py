@@ -67,8 +67,14 @@ def loop_seconds(n=10 ** 7) -> float:
 
 
 # Tasks that wait on something outside Ansible (a download, a service coming up, a request): the part of a
-# converge no amount of task-overhead tuning removes.
-WAITS = re.compile(r"(^|: )(Pull |Download |Wait |Send |Probe /|Check each rank)")
+# converge no amount of task-overhead tuning removes. Besides the generic names:
+# - the worker's restart handler: its unit is active only once dscli start reported the worker ready
+#   (ExecStartPost), so systemctl restart blocks for the worker's registration, the wait the etcd poll after it
+#   used to carry alone;
+# - the two pip installs in the container (the seed's pinned versions, the openYuanrong wheel): pip resolving,
+#   downloading and installing from the package index, the same kind of wait as the image pull.
+WAITS = re.compile(r"(^|: )(Pull |Download |Wait |Send |Probe /|Check each rank|Restart the openYuanrong worker$"
+                   r"|Install the pinned versions the seed asks for$|Install and import-check openyuanrong-datasystem )")
 # A wait that runs in the background: from the task that starts it to the end of the task that waits for it
 # (the container role's image pull; the etcd play runs in between).
 BACKGROUND = ((re.compile(r": Start pulling the image in the background: "), re.compile(r": Wait for the background pull of ")),)
