@@ -75,35 +75,67 @@ A, B, P = "http://127.0.0.1:6700", "http://127.0.0.1:6701", "http://127.0.0.2:67
 
 def test_canary_restarts_a_hung_rank_after_the_threshold_only():
     state = {}
-    state, reason = sup.canary_step(state, {A: "hung", B: "ok"}, {P: True}, hang_failures=2, peer_failures=3)
-    assert reason is None and state["hang"] == {A: 1, B: 0}
-    state, reason = sup.canary_step(state, {A: "hung", B: "ok"}, {P: True}, 2, 3)
-    assert reason.startswith("hung: %s answers /health but produced no token in 2 canary" % A)
+    state, restart = sup.canary_step(state, {A: "hung", B: "ok"}, {P: True}, hang_failures=2, peer_failures=3)
+    assert restart is None and state["hang"] == {A: 1, B: 0}
+    state, restart = sup.canary_step(state, {A: "hung", B: "ok"}, {P: True}, 2, 3)
+    assert restart.reason.startswith("hung: %s answers /health but produced no token in 2 canary" % A)
+    assert restart.peer is False                  # a hang of this node's rank is its own crash
     assert state == {"hang": {}, "peer": {}}      # counters start over after a restart
 
 
 def test_canary_counts_only_consecutive_silences():
     state = {}
     for verdict in ("hung", "ok", "hung", "down", "hung"):
-        state, reason = sup.canary_step(state, {A: verdict}, {}, 2, 3)
-        assert reason is None
+        state, restart = sup.canary_step(state, {A: verdict}, {}, 2, 3)
+        assert restart is None
 
 
 def test_canary_restarts_when_a_peer_is_down_while_we_serve():
     state = {}
     for _unused in range(2):
-        state, reason = sup.canary_step(state, {A: "ok"}, {P: False}, 3, 3)
-        assert reason is None
-    state, reason = sup.canary_step(state, {A: "ok"}, {P: False}, 3, 3)
-    assert reason.startswith("DP group incomplete: %s has failed /health for 3 checks" % P)
+        state, restart = sup.canary_step(state, {A: "ok"}, {P: False}, 3, 3)
+        assert restart is None
+    state, restart = sup.canary_step(state, {A: "ok"}, {P: False}, 3, 3)
+    assert restart.reason.startswith("DP group incomplete: %s has failed /health for 3 checks" % P)
+    assert restart.peer is True                   # another node's rank: no crash of this unit
 
 
 def test_canary_ignores_down_peers_while_our_ranks_are_down_too():
     # during a group restart nobody serves: that is the supervisor's business, not a reason to restart again
     state = {}
     for _unused in range(5):
-        state, reason = sup.canary_step(state, {A: "down"}, {P: False}, 3, 3)
-        assert reason is None and state["peer"][P] == 0
+        state, restart = sup.canary_step(state, {A: "down"}, {P: False}, 3, 3)
+        assert restart is None and state["peer"][P] == 0
+
+
+def _canary_round(tmp_path, monkeypatch, answers):
+    """One canary round through main(): the unit is active, answers maps a URL to its (status, body); returns the
+    systemctl calls and the record."""
+    record = str(tmp_path / "u.service.jsonl")
+    config = tmp_path / "canary.json"
+    config.write_text(json.dumps({"unit": "u.service", "record": record, "local": [A], "peers": [P], "model": "m",
+                                  "timeout": 1, "hang_failures": 1, "peer_failures": 1}))
+    calls = []
+    monkeypatch.setattr(sup, "systemctl_show", lambda unit, props: {"ActiveState": "active"})
+    monkeypatch.setattr(sup, "http_status", lambda url, timeout, body=None: answers[url])
+    monkeypatch.setattr(sup.subprocess, "run", lambda argv, **kw: calls.append(argv))
+    assert sup.main(["canary", "--config", str(config)]) == 0
+    return calls, sup.read_record(record)
+
+
+def test_the_canary_restart_for_a_down_peer_is_recorded_as_a_peer_event(tmp_path, monkeypatch):
+    calls, events = _canary_round(tmp_path, monkeypatch, {
+        A + "/health": (200, None), A + "/v1/completions": (200, {"choices": [{"text": "x"}]}),
+        P + "/health": (0, None)})
+    assert events[-1]["peer"] is True and events[-1]["reason"].startswith("DP group incomplete: " + P)
+    assert calls == [["systemctl", "reset-failed", "u.service"], ["systemctl", "restart", "--no-block", "u.service"]]
+
+
+def test_the_canary_restart_for_a_hung_rank_counts_as_a_crash(tmp_path, monkeypatch):
+    calls, events = _canary_round(tmp_path, monkeypatch, {
+        A + "/health": (200, None), A + "/v1/completions": (0, None), P + "/health": (200, None)})
+    assert "peer" not in events[-1] and events[-1]["reason"].startswith("hung: " + A)
+    assert calls == [["systemctl", "restart", "--no-block", "u.service"]]      # no reset of the start limit
 
 
 def test_record_and_planned_marker_round_trip(tmp_path, monkeypatch, capsys):

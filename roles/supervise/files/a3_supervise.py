@@ -23,6 +23,7 @@ token, a DP group that lost a member). Python 3 standard library only; no state 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -34,7 +35,9 @@ import urllib.error
 import urllib.request
 
 RECORD_KEEP = 200          # lines kept per record file
-PEER_REASON = "DP group incomplete"   # the canary's restart for a peer rank that is down: no crash of this unit
+# The canary's decision: restart this node's engines for reason; peer: the cause is another node's rank that is
+# down (the group must form again), no crash of this unit.
+CanaryRestart = collections.namedtuple("CanaryRestart", "reason peer")
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never through an HTTP proxy
 
 
@@ -124,7 +127,7 @@ def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_
     local: {url: "ok" | "down" | "hung"}: "down" = /health fails (starting or dead: systemd's business),
            "hung" = /health 200 but the canary request produced no token in time.
     peers: {url: bool healthy} for the other ranks of this node's DP group.
-    Returns (state, reason or None): a reason means restart this node's engines now."""
+    Returns (state, CanaryRestart or None): a CanaryRestart means restart this node's engines now."""
     hang = state.setdefault("hang", {})
     peer = state.setdefault("peer", {})
     for url, verdict in local.items():
@@ -140,13 +143,13 @@ def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_
             del peer[url]
     for url, n in sorted(hang.items()):
         if n >= hang_failures:
-            return {"hang": {}, "peer": {}}, (
-                "hung: %s answers /health but produced no token in %d canary requests in a row" % (url, n))
+            return {"hang": {}, "peer": {}}, CanaryRestart(
+                "hung: %s answers /health but produced no token in %d canary requests in a row" % (url, n), False)
     for url, n in sorted(peer.items()):
         if n >= peer_failures:
-            return {"hang": {}, "peer": {}}, (
-                PEER_REASON + ": %s has failed /health for %d checks while this node's ranks serve; "
-                "restarting them so the whole group forms again" % (url, n))
+            return {"hang": {}, "peer": {}}, CanaryRestart(
+                "DP group incomplete: %s has failed /health for %d checks while this node's ranks serve; "
+                "restarting them so the whole group forms again" % (url, n), True)
     return state, None
 
 
@@ -426,15 +429,15 @@ def cmd_canary(args) -> int:
         local[base] = "ok" if produced or (status not in (0, 200)) else "hung"
     peers = {base: http_status(base + "/health", cfg.get("health_timeout", 5))[0] == 200
              for base in cfg["peers"]}
-    state, reason = canary_step(state, local, peers, cfg["hang_failures"], cfg["peer_failures"])
+    state, restart = canary_step(state, local, peers, cfg["hang_failures"], cfg["peer_failures"])
     with open(state_path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(state, fh)
     os.replace(state_path + ".tmp", state_path)
-    if reason is None:
+    if restart is None:
         return 0
-    print("%s: %s" % (unit, reason))
-    event = {"t": time.time(), "event": "canary", "planned": False, "reason": reason}
-    if reason.startswith(PEER_REASON):
+    print("%s: %s" % (unit, restart.reason))
+    event = {"t": time.time(), "event": "canary", "planned": False, "reason": restart.reason}
+    if restart.peer:
         event["peer"] = True
         forgive(unit)
     append_record(cfg["record"], event)
