@@ -9,7 +9,7 @@ short_description: Prometheus file_sd target groups of the deployment, from the 
 description:
   - Turns the topology fact C(a3) (set by the role common) into Prometheus C(file_sd) target groups, one list per
     job - C(vllm) (every engine rank's API port, which serves C(/metrics)), C(etcd) (the etcd host's client port) and
-    C(proxy) (the proxy host's C(proxy_port), served by a3_proxy.py).
+    C(proxy) (the proxy's admin listener, served by a3_proxy.py).
   - Every group is labelled C(component), C(side), C(host), C(instance) (C(host:port)) and, for an engine rank,
     C(dp_rank); with I(cluster) set, C(cluster) as well.
   - The openYuanrong datasystem workers are left out - they write their observability data to log files and serve
@@ -23,18 +23,24 @@ options:
     type: dict
     required: true
   proxy_port:
-    description: Port of the proxy (C(proxy_port)).
+    description: Port of the proxy's admin listener (C(proxy_admin_port)), which serves its C(/metrics).
     type: int
     required: true
   cluster:
     description: Value of the label C(cluster) on every target; empty adds no label.
     type: str
     default: ""
+  proxy_address:
+    description:
+      - Address of the proxy's admin listener (C(proxy_admin_bind_host)); empty, C(0.0.0.0) or C(::) mean the proxy
+        host's business IP.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
 # roles/monitoring writes one JSON file per job
-content: "{{ (a3 | ascend.vllm_pd.monitoring_file_sd(proxy_port, monitoring_cluster))['vllm'] | to_nice_json }}"
+content: "{{ (a3 | ascend.vllm_pd.monitoring_file_sd(proxy_admin_port, monitoring_cluster, proxy_admin_bind_host))['vllm'] | to_nice_json }}"
 """
 
 RETURN = r"""
@@ -49,9 +55,9 @@ from ansible_collections.ascend.vllm_pd.plugins.module_utils._monitoring import 
     MonitoringError, dp_sizes, ds_workers, file_sd)
 
 
-def monitoring_file_sd(topo, proxy_port, cluster=""):
+def monitoring_file_sd(topo, proxy_port, cluster="", proxy_address=""):
     try:
-        return file_sd(topo, proxy_port, cluster)
+        return file_sd(topo, proxy_port, cluster, proxy_address)
     except MonitoringError as exc:
         raise AnsibleFilterError(str(exc))
 

@@ -15,7 +15,9 @@ What is scraped, and on which path (all plain HTTP, path /metrics):
   vllm   every engine rank: the API server of dp rank r listens on vllm_api_port + local rank and serves
          vLLM's PrometheusStatLogger (vllm:* names) on the same port
   etcd   the etcd host's client port (etcd serves /metrics on its client URLs)
-  proxy  the proxy host's proxy_port (a3_proxy.py serves a3_proxy_* names)
+  proxy  the proxy's admin listener (a3_proxy.py serves a3_proxy_* names there, not on the public proxy_port):
+         proxy_admin_bind_host:proxy_admin_port, the proxy host's business IP when it binds every address; on
+         the default loopback only a Prometheus on the proxy host reaches it
 The openYuanrong datasystem workers are not scraped: their observability data goes to log files only
 (gflags log_monitor / log_monitor_exporter; the datasystem documents "harddisk" as the only exporter, it
 writes resource.log under log_dir) and a worker serves no HTTP metrics endpoint. Whether a worker is
@@ -49,10 +51,15 @@ def _labels(topo, host, component, port, cluster, extra=None):
     return labels
 
 
-def file_sd(topo: dict, proxy_port: int, cluster: str = "") -> dict:
+WILDCARD = ("", "0.0.0.0", "::")
+
+
+def file_sd(topo: dict, proxy_port: int, cluster: str = "", proxy_address: str = "") -> dict:
     """{job: [target group, ...]} for the jobs of JOBS, from the derived topology.
 
-    proxy_port is not part of the topology (the proxy role's port); the etcd port is, in etcd_address.
+    proxy_port/proxy_address: the proxy's admin listener, which serves its /metrics (proxy_admin_port and
+    proxy_admin_bind_host; a wildcard or empty address means the proxy host's business IP). Neither is part of
+    the topology; the etcd port is, in etcd_address.
     cluster, when not empty, is added as the label cluster to every group (several deployments in one
     Prometheus)."""
     try:
@@ -88,7 +95,8 @@ def file_sd(topo: dict, proxy_port: int, cluster: str = "") -> dict:
         "vllm": engines,
         "etcd": [{"targets": [_hostport(hosts[etcd_host]["business_ip"], etcd_port)],
                   "labels": _labels(topo, etcd_host, "etcd", etcd_port, cluster)}],
-        "proxy": [{"targets": [_hostport(hosts[proxy_host]["business_ip"], proxy_port)],
+        "proxy": [{"targets": [_hostport(hosts[proxy_host]["business_ip"] if str(proxy_address or "") in WILDCARD
+                                         else proxy_address, proxy_port)],
                    "labels": _labels(topo, proxy_host, "proxy", proxy_port, cluster)}],
     }
 

@@ -28,7 +28,7 @@ SETTINGS = (
     "vllm_model_path", "preflight_docker_check", "preflight_docker_host", "preflight_python", "preflight_nic_check",
     "preflight_port_check", "preflight_port_owner_names", "preflight_port_owner_cmdlines",
     "preflight_wildcard_addresses", "a3_listen_address",
-    "yuanrong_worker_port", "etcd_client_port", "etcd_peer_port", "proxy_port",
+    "yuanrong_worker_port", "etcd_client_port", "etcd_peer_port", "proxy_port", "proxy_admin_port",
 )
 NOT_RUN = {"out": "not run", "rc": -1}
 
@@ -113,7 +113,7 @@ def wanted_ports(node, ports, listen_any):
             what = "DP RPC port of the %s group (vllm_dp_rpc_port)" % side
         elif variable == "yuanrong_worker_port":
             what = "openYuanrong worker port (yuanrong_worker_port)"
-        elif variable in ("etcd_client_port", "etcd_peer_port", "proxy_port"):
+        elif variable in ("etcd_client_port", "etcd_peer_port", "proxy_port", "proxy_admin_port"):
             any_address = listen_any
         wanted.append({"first": first, "last": last, "what": what, "any": any_address})
     return wanted
@@ -134,7 +134,7 @@ def port_problems(state, settings):
     wildcard = list(settings["preflight_wildcard_addresses"])
     listen_any = settings["a3_listen_address"] in wildcard
     ports = dict((key, settings[key]) for key in ("yuanrong_worker_port", "etcd_client_port", "etcd_peer_port",
-                                                  "proxy_port"))
+                                                  "proxy_port", "proxy_admin_port"))
     hits = port_hits(listeners.get("out", ""), wanted_ports(node, ports, listen_any),
                      [node["business_ip"], "::ffff:%s" % node["business_ip"]] + wildcard)
     cmdlines = dict(_CMDLINE.findall(str((state.get("cmdlines") or {}).get("out", ""))))

@@ -27,7 +27,7 @@ TOPOLOGY_KEYS = (
     "vllm_prefill_tp_size", "vllm_decode_tp_size",
     "vllm_prefill_kv_port", "vllm_decode_kv_port",
     "vllm_prefill_lookup_rpc_port", "vllm_decode_lookup_rpc_port",
-    "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port",
+    "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port", "proxy_admin_port",
     "hugepages_target", "hugepages_page_size", "vllm_dp_address",
     "vllm_prefill_dp_groups", "vllm_decode_dp_groups",
 )
@@ -67,6 +67,7 @@ VALIDATION_KEYS = (
     "vllm_prefill_engine_id", "vllm_decode_engine_id", "supervise_worker_service", "supervise_engine_service",
     "vllm_log_file", "preflight_page_size", "preflight_min_hdk", "preflight_min_cann", "preflight_fabric_min_hdk",
     "preflight_fabric_min_cann", "preflight_memory_reserve", "gate_expect_pattern",
+    "proxy_admin_bind_host", "proxy_admin_token", "proxy_api_keys", "vllm_api_key", "etcd_tls",
 )
 HOST_KEYS = TOPOLOGY_KEYS + VALIDATION_KEYS
 
@@ -301,6 +302,7 @@ def host_ports(host: str, topo: dict, hv: dict) -> list:
         ranges.append((int(hv["etcd_peer_port"]),) * 2 + ("etcd peer port (etcd_peer_port)",))
     if me["is_proxy_host"]:
         ranges.append((int(hv["proxy_port"]),) * 2 + ("proxy port (proxy_port)",))
+        ranges.append((int(hv["proxy_admin_port"]),) * 2 + ("proxy admin port (proxy_admin_port)",))
     return ranges
 
 
@@ -385,7 +387,7 @@ def _validate(inv: dict, allow_placeholders: bool = False):
 
     int_keys = ("a3_npus_per_node", "vllm_dp_size_local", "vllm_api_port", "vllm_dp_rpc_port",
                 "vllm_prefill_tp_size", "vllm_decode_tp_size", "vllm_prefill_kv_port", "vllm_decode_kv_port",
-                "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port")
+                "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port", "proxy_admin_port")
     bad_numbers = False
     for h in ordered:
         v = hosts.get(h, {})
@@ -409,7 +411,7 @@ def _validate(inv: dict, allow_placeholders: bool = False):
                 errors.append("%s: vllm_%s_lookup_rpc_port is %r: set an integer or 'dp_rank'" % (h, side, spec))
                 bad_numbers = True
         for key in ("vllm_api_port", "vllm_dp_rpc_port", "vllm_prefill_kv_port", "vllm_decode_kv_port",
-                    "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port"):
+                    "etcd_client_port", "etcd_peer_port", "yuanrong_worker_port", "proxy_port", "proxy_admin_port"):
             if _is_int(v.get(key)) and int(v.get(key)) > 65535:
                 errors.append("%s: %s %s is above 65535: set a valid TCP port" % (h, key, v.get(key)))
 

@@ -122,7 +122,7 @@ BOOL_KEYS = (
     "container_privileged", "hugepages_per_numa", "patches_verify_backend", "patches_pip_compile", "proxy_wrapper",
     "yuanrong_enable_huge_tlb", "gate_pool_check", "vllm_kv_pool_enabled", "preflight_hccs_ping", "preflight_strict_link",
     "preflight_strict_net_health", "preflight_memory_check", "preflight_buffer_pool_advice",
-    "preflight_docker_check", "preflight_model_check", "preflight_nic_check", "preflight_port_check",
+    "preflight_docker_check", "preflight_model_check", "preflight_nic_check", "preflight_port_check", "etcd_tls",
 )
 # Absolute paths; the second element says whether '/' itself is refused (a directory the roles create,
 # mount or fill).
@@ -173,6 +173,7 @@ OTHER_KEYS = (
     "yuanrong_wheel_src", "vllm_prefill_engine_id", "vllm_decode_engine_id", "supervise_worker_service",
     "supervise_engine_service", "vllm_log_file", "preflight_page_size", "preflight_min_hdk", "preflight_min_cann",
     "preflight_fabric_min_hdk", "preflight_fabric_min_cann", "preflight_memory_reserve", "gate_expect_pattern",
+    "proxy_admin_bind_host", "proxy_admin_token", "proxy_api_keys", "vllm_api_key",
 )
 RULE_KEYS = tuple(dict.fromkeys(
     [k for k, _unused in INT_KEYS] + list(FLOAT_KEYS) + list(BOOL_KEYS) + [k for k, _unused in PATH_KEYS]
@@ -816,6 +817,64 @@ def _check_proxy(h):
                      "it" % flag if flag in PROXY_FLAGS or flag.startswith("a3-") else None)
 
 
+def _secret_problem(value):
+    """What is wrong with a key or token (never its value), or None: a string without white space or quotes, which
+    travels in an HTTP header and a JSON file."""
+    if not isinstance(value, str) or isinstance(value, bool):
+        return "is not a string: set a quoted string (Ansible Vault gives one)"
+    if value != value.strip() or any(c.isspace() for c in value) or '"' in value or "\\" in value:
+        return "contains white space, a quote or a backslash, which an HTTP header cannot carry: set another value"
+    if PLACEHOLDER_RE.search(value):
+        return "is still a placeholder: set the real value"
+    return None
+
+
+def _check_security(h, etcd_host):
+    """The proxy's admin listener and the keys (checked on the proxy host, where the proxy reads them). No message
+    shows a key's value. Returns what listens without credentials, for one warning of the whole inventory."""
+    admin = h.get("proxy_admin_bind_host")
+    open_listeners = []
+    if admin is not _ABSENT:
+        try:
+            addr = ipaddress.ip_address(str(admin))
+        except ValueError:
+            addr = None
+        ip = h.hv.get("a3_business_ip")
+        if addr is None or not (addr.is_loopback or addr.is_unspecified or str(admin) == str(ip)):
+            h.error("proxy_admin_bind_host", admin, "set 127.0.0.1 (the proxy host's loopback, the default: the roles "
+                    "call the admin listener from that host), the proxy host's business IP or 0.0.0.0")
+        elif not addr.is_loopback and not h.get("proxy_admin_token"):
+            h.warn("proxy_admin_bind_host", admin, "the proxy's admin listener (drain, /instances/add) is reachable "
+                   "from the network without a token: set proxy_admin_token (Ansible Vault) or keep 127.0.0.1")
+    keys = h.get("proxy_api_keys")
+    if keys is not _ABSENT:
+        if not isinstance(keys, list):
+            h.errors.append("%s: proxy_api_keys is not a list: set a list of keys (Ansible Vault), or [] for none"
+                            % h.name)
+        else:
+            for index, key in enumerate(keys):
+                problem = _secret_problem(key)
+                if problem:
+                    h.errors.append("%s: proxy_api_keys[%d] %s" % (h.name, index, problem))
+            named = [k for k in keys if isinstance(k, str)]
+            if len(set(named)) != len(named):
+                h.errors.append("%s: proxy_api_keys lists a key twice: remove the repeated one" % h.name)
+        if not keys:
+            open_listeners.append("the proxy's public port (set proxy_api_keys)")
+    for key in ("proxy_admin_token", "vllm_api_key"):
+        value = h.get(key)
+        if value is _ABSENT or value in ("", None):
+            continue
+        problem = _secret_problem(value)
+        if problem:
+            h.errors.append("%s: %s %s" % (h.name, key, problem))
+    if h.get("vllm_api_key") in ("", None):
+        open_listeners.append("the engines' /v1 routes (set vllm_api_key)")
+    if _bool(h.get("etcd_tls")) is False:
+        open_listeners.append("etcd on %s (set etcd_tls: true)" % etcd_host)
+    return open_listeners
+
+
 def _check_supervise(h):
     names = {}
     for key in ("supervise_worker_service", "supervise_engine_service", "etcd_service_name"):
@@ -905,7 +964,12 @@ def check_service_hosts(inv: dict, etcd_host, proxy_host):
     if etcd_host in hosts:
         _check_etcd(_Host(etcd_host, hosts[etcd_host], errors, warnings))
     if proxy_host in hosts:
-        _check_proxy(_Host(proxy_host, hosts[proxy_host], errors, warnings))
+        h = _Host(proxy_host, hosts[proxy_host], errors, warnings)
+        _check_proxy(h)
+        open_listeners = _check_security(h, etcd_host)
+        if open_listeners:
+            warnings.append("listeners that take requests without credentials: %s. That is the seed's configuration; "
+                            "README 'Security' says how to turn each protection on" % "; ".join(open_listeners))
     return errors, warnings
 
 

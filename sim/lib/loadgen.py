@@ -46,6 +46,7 @@ import functools
 import http.client
 import ipaddress
 import json
+import os
 import signal
 import socket
 import sys
@@ -349,10 +350,13 @@ class Load:
     interval      minimum seconds between the starts of one client's requests (keeps a failing
                   target, e.g. a refused port, from being hammered)
     on_outcome    optional callable(Outcome), called in the client thread after each request
+    api_key       the proxy's client key, sent as "Authorization: Bearer <key>" (default: $A3_PROXY_API_KEY, none
+                  when unset or empty)
     """
 
     def __init__(self, base_url, model, clients=3, timeout=30.0, max_tokens=8, max_duration=600.0,
-                 max_requests=20000, interval=0.1, prompt="Say hello to the load test", on_outcome=None):
+                 max_requests=20000, interval=0.1, prompt="Say hello to the load test", on_outcome=None,
+                 api_key=None):
         self.base_url = check_loopback_url(base_url)
         self.url = self.base_url + "/v1/chat/completions"
         if clients < 1 or timeout <= 0 or max_duration <= 0 or max_requests < 1 or max_tokens < 1:
@@ -366,6 +370,7 @@ class Load:
         self.interval = max(0.0, float(interval))
         self.prompt = prompt
         self.on_outcome = on_outcome
+        self.api_key = api_key if api_key is not None else os.environ.get("A3_PROXY_API_KEY", "")
         self.aborted = 0                 # requests cut by stop(abort=True); not in outcomes
         self.started_wall = None
         self._outcomes = []
@@ -497,9 +502,11 @@ class Load:
                     pass
 
         opener = build_opener(on_connect)
-        req = urllib.request.Request(self.url, data=self._body(idx, seq, stream), method="POST",
-                                     headers={"content-type": "application/json",
-                                              "x-request-id": f"loadgen-{idx}-{seq}-{int(time.time() * 1000)}"})
+        headers = {"content-type": "application/json",
+                   "x-request-id": f"loadgen-{idx}-{seq}-{int(time.time() * 1000)}"}
+        if self.api_key:
+            headers["authorization"] = "Bearer " + self.api_key
+        req = urllib.request.Request(self.url, data=self._body(idx, seq, stream), method="POST", headers=headers)
         out = Outcome(client=idx, seq=seq, stream=stream, start_wall=time.time(), start_mono=time.monotonic())
         try:
             self._exchange(opener, req, out, deadline, stream)

@@ -29,7 +29,7 @@ IMPORTS = {"vllm_prefill": ("vllm",), "vllm_decode": ("vllm",), "vllm": ("superv
 FACTS = {"a3"}
 # roles/common's defaults derived from that fact: its own spec cannot carry them (Ansible templates a spec's
 # defaults when it checks the role, before the role's task sets a3); the roles that read them do.
-FROM_FACT = {"a3_self", "yuanrong_worker_address"}
+FROM_FACT = {"a3_self", "yuanrong_worker_address", "proxy_admin_url"}
 # Task files that are entry points of their own (include_role/import_role tasks_from: <name>).
 EXTRA_ENTRY_POINTS = ("render", "stop", "names")
 

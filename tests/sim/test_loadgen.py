@@ -64,6 +64,7 @@ class FakeHandler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
         with server.lock:
             server.seen.append(body)
+            server.auth.append(self.headers.get("authorization"))
         stream = bool(body.get("stream"))
         mode = server.mode
         text = {"choices": [{"index": 0, "delta": {"content": "hello"}, "finish_reason": None}]}
@@ -128,6 +129,7 @@ def fake():
     server.slow_s = 1.0
     server.lock = threading.Lock()
     server.seen = []
+    server.auth = []
     server.base = f"http://127.0.0.1:{server.server_address[1]}"
     t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     t.start()
@@ -192,6 +194,20 @@ def test_requests_are_chat_completions_alternating_stream(fake):
             assert body["stream_options"] == {"include_usage": True}
     prompts = [b["messages"][0]["content"] for b in seen]
     assert len(set(prompts)) == len(prompts)  # a counter in each prompt
+
+
+def test_the_client_key_is_sent_as_a_bearer_token(fake, monkeypatch):
+    monkeypatch.delenv("A3_PROXY_API_KEY", raising=False)
+    run_load(fake.base, 0.2, api_key="k-123")
+    assert fake.auth and set(fake.auth) == {"Bearer k-123"}
+    fake.auth.clear()
+    monkeypatch.setenv("A3_PROXY_API_KEY", "from-env")
+    run_load(fake.base, 0.2)
+    assert fake.auth and set(fake.auth) == {"Bearer from-env"}
+    fake.auth.clear()
+    monkeypatch.setenv("A3_PROXY_API_KEY", "")
+    run_load(fake.base, 0.2)
+    assert fake.auth and set(fake.auth) == {None}
 
 
 def test_timeout_is_a_hang(fake):

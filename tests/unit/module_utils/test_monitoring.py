@@ -62,6 +62,18 @@ def test_etcd_and_proxy_follow_their_hosts_and_ports():
     assert sd["proxy"][0]["targets"] == ["192.0.2.13:9000"] and sd["proxy"][0]["labels"]["side"] == "decode"
 
 
+def test_the_proxy_target_is_its_admin_listener():
+    """The proxy serves /metrics on its admin listener: on loopback (the default) the target is that address, which a
+    Prometheus on the proxy host reaches; a wildcard bind means the proxy host's business IP."""
+    topo = topology()
+    assert M.file_sd(topo, 8089, proxy_address="127.0.0.1")["proxy"] == [
+        {"targets": ["127.0.0.1:8089"],
+         "labels": {"component": "proxy", "side": "prefill", "host": "p0", "instance": "p0:8089"}}]
+    for wildcard in ("0.0.0.0", "::", ""):
+        assert M.file_sd(topo, 8089, proxy_address=wildcard)["proxy"][0]["targets"] == ["192.0.2.11:8089"]
+    assert M.file_sd(topo, 8089, proxy_address="192.0.2.99")["proxy"][0]["targets"] == ["192.0.2.99:8089"]
+
+
 def test_ipv6_addresses_are_bracketed():
     hostvars = {name: dict(a3_business_ip="2001:db8::%d" % i, a3_nic_name="bond0") for i, name in enumerate(IPS, 1)}
     topo = T.derive(from_hostvars(hostvars, {"prefill": ["p0", "p1"], "decode": ["d0", "d1"]}, role_defaults(),

@@ -386,7 +386,8 @@ def test_settings_are_all_required():
 def test_wanted_ports_are_the_ports_validation_checks():
     """_topology.host_ports (validation's overlap check) gives the ranges; preflight adds its wording and
     whether a listener on any address clashes (the services that bind a3_listen_address 0.0.0.0)."""
-    ports = {"yuanrong_worker_port": 18481, "etcd_client_port": 2379, "etcd_peer_port": 2380, "proxy_port": 8088}
+    ports = {"yuanrong_worker_port": 18481, "etcd_client_port": 2379, "etcd_peer_port": 2380, "proxy_port": 8088, "proxy_admin_port": 8089,
+             "proxy_admin_port": 8089}
     assert wanted_ports(NODE, ports, True) == [
         {"first": 9000, "last": 9000, "any": True, "what": "vLLM API port of dp rank 0 (vllm_api_port)"},
         {"first": 30000, "last": 30007, "any": False,
@@ -398,7 +399,8 @@ def test_wanted_ports_are_the_ports_validation_checks():
         {"first": 18481, "last": 18481, "any": False, "what": "openYuanrong worker port (yuanrong_worker_port)"},
         {"first": 2379, "last": 2379, "any": True, "what": "etcd client port (etcd_client_port)"},
         {"first": 2380, "last": 2380, "any": True, "what": "etcd peer port (etcd_peer_port)"},
-        {"first": 8088, "last": 8088, "any": True, "what": "proxy port (proxy_port)"}]
+        {"first": 8088, "last": 8088, "any": True, "what": "proxy port (proxy_port)"},
+        {"first": 8089, "last": 8089, "any": True, "what": "proxy admin port (proxy_admin_port)"}]
     assert [w["first"] for w in wanted_ports(NODE_D1, ports, False)] == [9000, 30016, 9001, 30024, 18481]
     assert not any(w["any"] for w in wanted_ports(NODE, ports, False))
 

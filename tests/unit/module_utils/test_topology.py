@@ -14,7 +14,7 @@ BASE_HOST = {
     "vllm_prefill_tp_size": 16, "vllm_decode_tp_size": 16,
     "vllm_prefill_kv_port": 30000, "vllm_decode_kv_port": 30100,
     "vllm_prefill_lookup_rpc_port": 0, "vllm_decode_lookup_rpc_port": "dp_rank",
-    "etcd_client_port": 2379, "etcd_peer_port": 2380, "yuanrong_worker_port": 18481, "proxy_port": 8088,
+    "etcd_client_port": 2379, "etcd_peer_port": 2380, "yuanrong_worker_port": 18481, "proxy_port": 8088, "proxy_admin_port": 8089,
     "hugepages_target": "500G", "hugepages_page_size": "2M",
 }
 IPS = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}

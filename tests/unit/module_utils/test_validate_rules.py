@@ -119,15 +119,22 @@ FIELD_WARNINGS = ("VLLM_NIXL_ABORT_REQUEST_TIMEOUT (set in vllm_env_common)", "'
                   "recompute_scheduler_enable is on for the prefill side")
 
 
+OPEN_LISTENERS = ("listeners that take requests without credentials: the proxy's public port (set proxy_api_keys); "
+                  "the engines' /v1 routes (set vllm_api_key); etcd on p0 (set etcd_tls: true). That is the seed's "
+                  "configuration; README 'Security' says how to turn each protection on")
+
+
 def _seed_kind(warning):
+    if warning == OPEN_LISTENERS:
+        return "open"
     return "band" if "random port band" in warning else [f for f in FIELD_WARNINGS if f in warning]
 
 
-def test_seed_values_pass_with_only_the_mooncake_band_and_field_warnings():
+def test_seed_values_pass_with_only_the_mooncake_band_field_and_open_listener_warnings():
     assert SEED_ERRORS == []
     kinds = [_seed_kind(w) for w in SEED_WARNINGS]
-    assert kinds.count("band") == 4 and len(kinds) == 7, SEED_WARNINGS
-    assert sorted(k[0] for k in kinds if k != "band") == sorted(FIELD_WARNINGS), SEED_WARNINGS
+    assert kinds.count("band") == 4 and kinds.count("open") == 1 and len(kinds) == 8, SEED_WARNINGS
+    assert sorted(k[0] for k in kinds if k not in ("band", "open")) == sorted(FIELD_WARNINGS), SEED_WARNINGS
 
 
 def test_simulation_values_pass():
@@ -829,3 +836,62 @@ def test_max_num_batched_tokens_without_speculation():
     for hv in inv["hosts"].values():
         hv["vllm_decode_serve_args"] = dict(hv["vllm_decode_serve_args"], **{"max-num-batched-tokens": 8})
     assert not [m for m in T.validate(inv)[0] + T.validate(inv)[1] if "max-num-batched-tokens" in m]
+
+
+# --- security: the admin listener and the keys (issue 32) ---------------------------------------------------------
+
+
+def test_every_protection_on_takes_the_open_listener_warning_away():
+    inv = seed(proxy_api_keys=["k-1", "k-2"], vllm_api_key="engine-key", etcd_tls=True)
+    errors, warnings = T.validate(inv)
+    assert errors == [] and OPEN_LISTENERS not in warnings
+    assert not [w for w in warnings if "without credentials" in w], warnings
+
+
+def test_one_protection_missing_is_named_alone():
+    inv = seed(proxy_api_keys=["k-1"], etcd_tls=True)
+    errors, warnings = T.validate(inv)
+    assert errors == []
+    assert [w for w in warnings if "without credentials" in w] == [
+        "listeners that take requests without credentials: the engines' /v1 routes (set vllm_api_key). That is the "
+        "seed's configuration; README 'Security' says how to turn each protection on"]
+
+
+@pytest.mark.parametrize("keys, must", [
+    (["good", "has space"], "proxy_api_keys[1] contains white space"),
+    (["dup", "dup"], "proxy_api_keys lists a key twice"),
+    ("just-a-string", "proxy_api_keys is not a list"),
+    ([7], "proxy_api_keys[0] is not a string"),
+    (["<key>"], "proxy_api_keys[0] is still a placeholder"),
+])
+def test_bad_client_keys_are_named_without_their_value(keys, must):
+    msg = one(seed(proxy_api_keys=keys), prefix="p0", must=(must,))
+    for key in (keys if isinstance(keys, list) else [keys]):
+        if isinstance(key, str) and key not in ("dup",):
+            assert key not in msg.split(":", 1)[1].replace(must, ""), msg
+
+
+@pytest.mark.parametrize("name", ["proxy_admin_token", "vllm_api_key"])
+def test_a_secret_with_a_quote_is_refused_without_showing_it(name):
+    msg = one(seed(**{name: 'se"cret'}), prefix="p0", must=(name, "quote"))
+    assert "se\"cret" not in msg and 'se"cret' not in msg
+
+
+def test_the_admin_listener_must_be_loopback_business_or_any():
+    one(seed(proxy_admin_bind_host="192.0.2.99"), prefix="p0", must=("proxy_admin_bind_host", "127.0.0.1"))
+    one(seed(proxy_admin_bind_host="not-an-ip"), prefix="p0", must=("proxy_admin_bind_host",))
+    assert new_messages(seed(proxy_admin_bind_host="127.0.0.1"), "error") == []
+    assert new_messages(seed(proxy_admin_bind_host="192.0.2.11"), "error") == []
+
+
+def test_an_admin_listener_on_the_network_without_a_token_is_a_warning():
+    one(seed(proxy_admin_bind_host="0.0.0.0"), kind="warning", prefix="p0",
+        must=("proxy_admin_bind_host", "proxy_admin_token"))
+    assert new_messages(seed(proxy_admin_bind_host="0.0.0.0", proxy_admin_token="t0ken"), "warning") == []
+
+
+def test_the_admin_port_is_checked_against_the_proxy_hosts_other_ports():
+    errors, _unused = T.validate(seed(proxy_admin_port=8088))
+    assert any("proxy_admin_port" in e and "proxy_port" in e for e in errors), errors
+    errors, _unused = T.validate(seed(proxy_admin_port=70000))
+    assert any("proxy_admin_port" in e and "65535" in e for e in errors), errors
