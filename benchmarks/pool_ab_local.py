@@ -59,7 +59,8 @@ def _wait(url, what, proc=None, limit=90):
 
 
 def _env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    # no proxies; no VLLM_API_KEY either: the simulated engines honour it as vLLM does, and this stack has no keys
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and k != "VLLM_API_KEY"}
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

@@ -8,10 +8,14 @@ benchmark venv that holds the client, aiperf, and matplotlib).
       writes a byte-level tokenizer (one token per UTF-8 byte, i.e. character counts for ASCII text) in
       Hugging Face format: aiperf sizes its synthetic prompts with it, offline, without any hub download.
   pool_ab_bench.py run --label A --pool on --url PROXY --metrics URL [--metrics URL ...] --out DIR \
-                       --tokenizer DIR --model NAME [client knobs]
+                       --tokenizer DIR --model NAME [--api-key-file FILE] [client knobs]
       snapshots the engines' external prefix-cache counters, runs `aiperf profile` against the proxy with a
       shared-prefix workload (aiperf's progress display on the terminal), snapshots again and writes
       DIR/<label>.json (TTFT / ITL p50/p90/p99, throughput, requests ok/failed, external hit rate).
+      --api-key-file (default: $POOL_AB_API_KEY_FILE): the proxy's client key, which aiperf then sends as
+      "Authorization: Bearer <key>"; it is handed to aiperf's command line in memory (aiperf's CLI run with
+      `python -c`, its arguments read from stdin), so no process shows it in its argv and the printed command
+      leaves it out (aiperf redacts it in its own exports).
   pool_ab_bench.py report --out DIR A.json B.json
       writes DIR/summary.json, DIR/summary.md and DIR/pool_ab.png (TTFT distribution and hit rate, A vs B).
 
@@ -56,6 +60,44 @@ def snapshot(urls):
     return B.pool_counters({u: _get(u) for u in urls})
 
 
+# Runs aiperf's CLI (the console script `aiperf` is aiperf.cli:app) with the argv it reads from stdin as one JSON line.
+_LAUNCH = ("import json, sys\n"
+           "sys.argv = json.loads(sys.stdin.readline())\n"
+           "from aiperf.cli import app\n"
+           "sys.exit(app())\n")
+
+
+def read_key(path):
+    """The key in path (stripped), "" without a path; a path without a key is an error."""
+    if not path:
+        return ""
+    try:
+        key = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise SystemExit("cannot read the proxy's client key from %s: %s" % (path, exc.strerror or exc))
+    if not key:
+        raise SystemExit("%s holds no key" % path)
+    return key
+
+
+def client_command(argv, key, python=sys.executable):
+    """(command, stdin bytes or None) that runs aiperf with argv, plus --api-key when there is a key: then the
+    command is a Python that reads the whole argv from stdin, so the key is in no process's argv."""
+    if not key:
+        return list(argv), None
+    return [python, "-c", _LAUNCH], (json.dumps(list(argv) + ["--api-key", key]) + "\n").encode()
+
+
+def run_client(argv, key, env, cwd):
+    cmd, stdin = client_command(argv, key)
+    if stdin is None:
+        return subprocess.call(cmd, env=env, cwd=cwd)
+    with subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.PIPE) as proc:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+        return proc.wait()
+
+
 def cmd_tokenizer(args):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: PLC0415
     out = Path(args.dir)
@@ -73,6 +115,7 @@ def cmd_tokenizer(args):
 def cmd_run(args):
     out = Path(args.out).resolve()
     args.tokenizer = str(Path(args.tokenizer).resolve())  # aiperf runs in its artifact directory
+    api_key = read_key(args.api_key_file)
     art = out / ("aiperf-" + args.label)
     art.mkdir(parents=True, exist_ok=True)
     before = snapshot(args.metrics)
@@ -90,9 +133,11 @@ def cmd_run(args):
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # aiperf 0.13 then looks a local path up in the hub cache
         env.pop(key, None)
     env["NO_PROXY"] = env["no_proxy"] = ",".join(filter(None, [env.get("NO_PROXY"), "127.0.0.0/8", "localhost"]))
-    print("arm %s (KV pool %s): %s" % (args.label, args.pool, " ".join(argv)), flush=True)
+    env.pop("POOL_AB_API_KEY_FILE", None)
+    shown = argv + (["--api-key", "<the key in %s>" % args.api_key_file] if api_key else [])
+    print("arm %s (KV pool %s): %s" % (args.label, args.pool, " ".join(shown)), flush=True)
     started = time.time()
-    rc = subprocess.call(argv, env=env, cwd=str(art))
+    rc = run_client(argv, api_key, env, str(art))
     if rc != 0:
         raise SystemExit("aiperf exited %d; its log: %s" % (rc, art / "logs" / "aiperf.log"))
     after = snapshot(args.metrics)
@@ -168,6 +213,8 @@ def main(argv=None):
     r.add_argument("--output-tokens", type=int, default=16)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--ui", default="simple", choices=("simple", "dashboard", "none"))
+    r.add_argument("--api-key-file", default=os.environ.get("POOL_AB_API_KEY_FILE", ""),
+                   help="file holding the proxy's client key (default: $POOL_AB_API_KEY_FILE)")
     p = sub.add_parser("report")
     p.add_argument("--out", required=True)
     p.add_argument("runs", nargs="+")

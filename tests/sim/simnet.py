@@ -17,7 +17,7 @@ PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROX
              "ftp_proxy", "no_proxy", "NO_PROXY")
 # Variables of this shell that would change what a simulated engine or the proxy does.
 _STRIPPED = ("PYTHONHASHSEED", "HCCL_IF_IP", "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "ASCEND_RT_VISIBLE_DEVICES",
-             "DS_WORKER_ADDR", "VLLM_ASCEND_SRC", "PYTHONPATH")
+             "DS_WORKER_ADDR", "VLLM_ASCEND_SRC", "PYTHONPATH", "VLLM_API_KEY", "OPENAI_API_KEY")
 
 
 def loopback_addresses(ips):

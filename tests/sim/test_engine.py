@@ -611,6 +611,31 @@ def test_api_contract_models_404_metrics_stream(sim):
     assert e.stop() == 0
 
 
+def test_api_key_from_the_environment_guards_v1_only(sim):
+    """VLLM_API_KEY (how the vllm role starts the engines: the key is in neither argv nor the log) as vLLM 0.18:
+    /v1 needs the bearer key, else 401 {"error":"Unauthorized"}; /health and /metrics stay open."""
+    e = sim.engine("key", P0, env=sim.env(P0, VLLM_API_KEY="s3cret-key"))
+    e.wait_ready()
+    assert http("GET", e.base + "/health") == (200, b"")
+    assert http("GET", e.base + "/metrics")[0] == 200
+    body = {"model": "glm-5.1", "prompt": "one two", "max_tokens": 1}
+    for headers in (None, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret-key"}):
+        assert http("POST", e.base + "/v1/completions", body, headers=headers) == (401, b'{"error":"Unauthorized"}')
+    assert http("GET", e.base + "/v1/models")[0] == 401
+    assert http("GET", e.base + "/v1/nothing-here")[0] == 401          # before routing, as the middleware
+    status, answer = http("POST", e.base + "/v1/completions", body, headers={"Authorization": "bearer s3cret-key"})
+    assert status == 200 and json.loads(answer)["usage"]["completion_tokens"] == 1
+    assert http("GET", e.base + "/v1/models", headers={"Authorization": "Bearer s3cret-key"})[0] == 200
+    assert "s3cret-key" not in e.all_output()
+    assert e.stop() == 0
+    # --api-key wins over the environment (and, as in vLLM, shows in the non-default args line)
+    e = sim.engine("key-flag", P0, args=["--api-key", "from-flag"], env=sim.env(P0, VLLM_API_KEY="s3cret-key"))
+    e.wait_ready()
+    assert http("POST", e.base + "/v1/completions", body, headers={"Authorization": "Bearer s3cret-key"})[0] == 401
+    assert http("POST", e.base + "/v1/completions", body, headers={"Authorization": "Bearer from-flag"})[0] == 200
+    assert e.stop() == 0
+
+
 # vLLM 0.18's PrometheusStatLogger (vllm/v1/metrics/loggers.py): name -> type as the text format shows it
 # (prometheus_client puts _total on a counter's HELP/TYPE lines too). The alert rules of the role monitoring
 # and the gate read these.

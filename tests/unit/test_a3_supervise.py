@@ -108,16 +108,23 @@ def test_canary_ignores_down_peers_while_our_ranks_are_down_too():
         assert restart is None and state["peer"][P] == 0
 
 
-def _canary_round(tmp_path, monkeypatch, answers):
+def _canary_round(tmp_path, monkeypatch, answers, extra=None, sent=None):
     """One canary round through main(): the unit is active, answers maps a URL to its (status, body); returns the
-    systemctl calls and the record."""
+    systemctl calls and the record. extra: more canary settings; sent: a list that gets (url, headers) of each
+    request."""
     record = str(tmp_path / "u.service.jsonl")
     config = tmp_path / "canary.json"
-    config.write_text(json.dumps({"unit": "u.service", "record": record, "local": [A], "peers": [P], "model": "m",
-                                  "timeout": 1, "hang_failures": 1, "peer_failures": 1}))
+    config.write_text(json.dumps(dict({"unit": "u.service", "record": record, "local": [A], "peers": [P],
+                                       "model": "m", "timeout": 1, "hang_failures": 1, "peer_failures": 1},
+                                      **(extra or {}))))
     calls = []
+
+    def answer(url, timeout, body=None, headers=None):
+        if sent is not None:
+            sent.append((url, headers or {}))
+        return answers[url]
     monkeypatch.setattr(sup, "systemctl_show", lambda unit, props: {"ActiveState": "active"})
-    monkeypatch.setattr(sup, "http_status", lambda url, timeout, body=None: answers[url])
+    monkeypatch.setattr(sup, "http_status", answer)
     monkeypatch.setattr(sup.subprocess, "run", lambda argv, **kw: calls.append(argv))
     assert sup.main(["canary", "--config", str(config)]) == 0
     return calls, sup.read_record(record)
@@ -136,6 +143,110 @@ def test_the_canary_restart_for_a_hung_rank_counts_as_a_crash(tmp_path, monkeypa
         A + "/health": (200, None), A + "/v1/completions": (0, None), P + "/health": (200, None)})
     assert "peer" not in events[-1] and events[-1]["reason"].startswith("hung: " + A)
     assert calls == [["systemctl", "restart", "--no-block", "u.service"]]      # no reset of the start limit
+
+
+@pytest.mark.parametrize("status, body, verdict", [
+    (200, {"choices": [{"text": "x"}]}, "ok"),
+    (200, {"choices": []}, "hung"),          # an answer without a token
+    (200, None, "hung"),
+    (0, None, "hung"),                       # silence
+    (401, {"error": "Unauthorized"}, "unauthorized"),   # vLLM's answer to a missing or wrong key
+    (403, None, "unauthorized"),
+    (400, None, "ok"),                       # any other error answer: alive
+    (404, None, "ok"),
+    (500, None, "ok"),
+])
+def test_canary_verdict_tells_a_refused_key_from_life_and_from_silence(status, body, verdict):
+    assert sup.canary_verdict(status, body) == verdict
+
+
+def test_a_refused_key_never_restarts_and_neither_proves_nor_disproves_a_hang():
+    state = {}
+    for _unused in range(5):
+        state, restart = sup.canary_step(state, {A: "unauthorized"}, {P: True}, hang_failures=1, peer_failures=3)
+        assert restart is None and state["hang"] == {}
+    # a silent round, then a refused one: the silent count is kept, not started over
+    state, restart = sup.canary_step(state, {A: "hung"}, {P: True}, 2, 3)
+    assert restart is None and state["hang"] == {A: 1}
+    state, restart = sup.canary_step(state, {A: "unauthorized"}, {P: True}, 2, 3)
+    assert restart is None and state["hang"] == {A: 1}
+    state, restart = sup.canary_step(state, {A: "hung"}, {P: True}, 2, 3)
+    assert restart is not None and restart.reason.startswith("hung: " + A)
+
+
+def test_a_down_peer_still_restarts_while_our_ranks_refuse_the_key():
+    # the ranks answer /health and their API answers (401): they are up, so a peer down for 3 checks is a broken group
+    state = {}
+    for _unused in range(2):
+        state, restart = sup.canary_step(state, {A: "unauthorized", B: "ok"}, {P: False}, 3, 3)
+        assert restart is None
+    state, restart = sup.canary_step(state, {A: "unauthorized", B: "ok"}, {P: False}, 3, 3)
+    assert restart is not None and restart.peer is True
+
+
+def test_unauthorized_changes_are_reported_once_per_change():
+    state = {}
+    assert sup.unauthorized_step(state, {A: "unauthorized", B: "ok"}, {A: 401, B: 200}) == [(A, 401)]
+    assert state["unauthorized"] == {A: 401}
+    assert sup.unauthorized_step(state, {A: "unauthorized", B: "ok"}, {A: 401, B: 200}) == []      # no news
+    assert sup.unauthorized_step(state, {A: "down", B: "ok"}, {B: 200}) == []                      # not asked: kept
+    assert state["unauthorized"] == {A: 401}
+    assert sup.unauthorized_step(state, {A: "unauthorized", B: "ok"}, {A: 403, B: 200}) == [(A, 403)]
+    assert sup.unauthorized_step(state, {A: "hung", B: "ok"}, {A: 0, B: 200}) == [(A, None)]       # key accepted
+    assert "unauthorized" not in state
+    assert sup.unauthorized_step(state, {A: "ok"}, {A: 200}) == []
+
+
+def test_the_counters_start_over_after_a_restart_but_a_refused_key_stays_known():
+    state = {"unauthorized": {B: 401}}
+    state, restart = sup.canary_step(state, {A: "hung", B: "unauthorized"}, {}, 1, 3)
+    assert restart is not None and state == {"hang": {}, "peer": {}, "unauthorized": {B: 401}}
+
+
+def test_the_key_file_is_read_stripped_and_a_missing_one_says_why(tmp_path):
+    key = tmp_path / "vllm_api_key"
+    key.write_text("s3cret\n")
+    assert sup.read_api_key(str(key)) == ("s3cret", "")
+    assert sup.read_api_key("") == ("", "no key (its settings name no api_key_file: vllm_api_key is not set)")
+    key.write_text("\n")
+    assert sup.read_api_key(str(key)) == ("", "no key (%s is empty)" % key)
+    key.unlink()
+    assert sup.read_api_key(str(key))[1].startswith("no key (cannot read %s: " % key)
+
+
+def test_the_canary_carries_the_key_from_its_file_and_reports_a_refusal_once(tmp_path, monkeypatch, capsys):
+    key = tmp_path / "vllm_api_key"
+    key.write_text("s3cret-key\n")
+    sent = []
+    answers = {A + "/health": (200, None), A + "/v1/completions": (401, {"error": "Unauthorized"}),
+               P + "/health": (200, None)}
+    for _unused in range(3):      # hang_failures 1: a silence would restart at once
+        calls, events = _canary_round(tmp_path, monkeypatch, answers, {"api_key_file": str(key)}, sent)
+        assert calls == [] and events == []       # no restart, nothing recorded as an exit
+    assert [h for u, h in sent if u.endswith("/v1/completions")] == [{"Authorization": "Bearer s3cret-key"}] * 3
+    assert all(h == {} for u, h in sent if u.endswith("/health"))       # /health needs no key
+    out = capsys.readouterr().out
+    assert out.count("refused the canary request with HTTP 401") == 1, out      # once per change
+    assert "the canary sends the key in %s" % key in out and "s3cret-key" not in out
+    monkeypatch.setattr(sup, "systemctl_show", lambda unit, props: {"ActiveState": "active", "Result": "success"})
+    sup.main(["status", "--state-dir", str(tmp_path), "--unit", "u.service"])
+    status = json.loads(capsys.readouterr().out)
+    assert status[0]["canary_unauthorized"] == [A + " (HTTP 401)"]
+    # the key accepted again: said once, and status shows nothing
+    answers[A + "/v1/completions"] = (200, {"choices": [{"text": "x"}]})
+    _canary_round(tmp_path, monkeypatch, answers, {"api_key_file": str(key)})
+    assert "accepts the canary's key again" in capsys.readouterr().out
+    monkeypatch.setattr(sup, "systemctl_show", lambda unit, props: {"ActiveState": "active"})
+    sup.main(["status", "--state-dir", str(tmp_path), "--unit", "u.service"])
+    assert json.loads(capsys.readouterr().out)[0]["canary_unauthorized"] == []
+
+
+def test_without_a_key_file_the_canary_sends_no_key_and_says_so(tmp_path, monkeypatch, capsys):
+    sent = []
+    calls, _unused = _canary_round(tmp_path, monkeypatch, {
+        A + "/health": (200, None), A + "/v1/completions": (401, None), P + "/health": (200, None)}, sent=sent)
+    assert calls == [] and all(h == {} for _u, h in sent)
+    assert "the canary sends no key (its settings name no api_key_file" in capsys.readouterr().out
 
 
 def test_record_and_planned_marker_round_trip(tmp_path, monkeypatch, capsys):

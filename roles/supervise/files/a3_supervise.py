@@ -17,7 +17,8 @@ token, a DP group that lost a member). Python 3 standard library only; no state 
   deliberate before a start or restart the deployment asks for: that start waits no back-off
   stop-mark ExecStop: remember that the stop was asked for (MAINPID still set) or not
   record    ExecStopPost: append the exit and its reason (log signature) to the unit's record
-  canary    ascend-vllm-canary.service: probe local ranks with a real request, restart if hung
+  canary    ascend-vllm-canary.service: probe local ranks with a real request, restart if hung; a rank
+            that refuses the canary's key (401/403) is reported, never restarted
   status    JSON of every unit's record and systemd state, for playbooks/status.yml
 """
 from __future__ import annotations
@@ -120,37 +121,112 @@ def crash_loop_message(unit: str, crashes: int, restarts: int, window_min: float
     return "%s: unplanned exit %d of %d allowed within %g min: %s" % (unit, crashes, restarts, window_min, reason)
 
 
+def canary_verdict(status: int, body) -> str:
+    """What one canary completion says about a rank whose /health answered 200.
+
+    "unauthorized": 401 or 403, the rank refused the canary's key (vllm_api_key differs, or the canary has none):
+                    no hang (a restart cannot fix a key), no proof that it produces tokens either.
+    "ok":           a token came back, or any other error answer (the engine is alive, not hung).
+    "hung":         no answer in time (status 0), or a 200 without a choice."""
+    if status in (401, 403):
+        return "unauthorized"
+    if status == 200:
+        return "ok" if isinstance(body, dict) and bool(body.get("choices")) else "hung"
+    return "hung" if status == 0 else "ok"
+
+
 def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_failures: int):
     """Advance the canary's counters by one round and decide.
 
-    state: {"hang": {url: n}, "peer": {url: n}} from the previous round (mutated and returned).
-    local: {url: "ok" | "down" | "hung"}: "down" = /health fails (starting or dead: systemd's business),
-           "hung" = /health 200 but the canary request produced no token in time.
+    state: {"hang": {url: n}, "peer": {url: n}, ...} from the previous round (mutated and returned).
+    local: {url: "ok" | "down" | "hung" | "unauthorized"}: "down" = /health fails (starting or dead: systemd's
+           business), "hung" = /health 200 but the canary request produced no token in time, "unauthorized" =
+           /health 200 but the rank refused the canary's key: its silent count neither grows nor starts over
+           (the round says nothing about tokens), and it never restarts anything.
     peers: {url: bool healthy} for the other ranks of this node's DP group.
     Returns (state, CanaryRestart or None): a CanaryRestart means restart this node's engines now."""
     hang = state.setdefault("hang", {})
     peer = state.setdefault("peer", {})
     for url, verdict in local.items():
-        hang[url] = hang.get(url, 0) + 1 if verdict == "hung" else 0
+        if verdict != "unauthorized":
+            hang[url] = hang.get(url, 0) + 1 if verdict == "hung" else 0
     for url in list(hang):
         if url not in local:
             del hang[url]
-    serving = bool(local) and all(v == "ok" for v in local.values())
+    # this node's ranks are up (the peer rule's condition): each answered /health and its API answered the canary
+    # (a refused key is an answer of the API server too)
+    serving = bool(local) and all(v in ("ok", "unauthorized") for v in local.values())
     for url, healthy in peers.items():
         peer[url] = peer.get(url, 0) + 1 if (serving and not healthy) else 0
     for url in list(peer):
         if url not in peers:
             del peer[url]
+    after = {"hang": {}, "peer": {}}     # the counters start over after a restart; what was refused stays known
+    if state.get("unauthorized"):
+        after["unauthorized"] = state["unauthorized"]
     for url, n in sorted(hang.items()):
         if n >= hang_failures:
-            return {"hang": {}, "peer": {}}, CanaryRestart(
+            return after, CanaryRestart(
                 "hung: %s answers /health but produced no token in %d canary requests in a row" % (url, n), False)
     for url, n in sorted(peer.items()):
         if n >= peer_failures:
-            return {"hang": {}, "peer": {}}, CanaryRestart(
+            return after, CanaryRestart(
                 "DP group incomplete: %s has failed /health for %d checks while this node's ranks serve; "
                 "restarting them so the whole group forms again" % (url, n), True)
     return state, None
+
+
+def unauthorized_step(state: dict, local: dict, statuses: dict) -> list:
+    """Keep state["unauthorized"] ({url: HTTP status}: the local ranks that refuse the canary's key) up to date and
+    return what changed, once per change: [(url, status)] for a rank that started refusing (or refuses with
+    another status), [(url, None)] for one that accepts the key again. A rank that was not asked this round
+    ("down") keeps what was known of it. local: canary_step's verdicts; statuses: {url: HTTP status} of the
+    canary requests."""
+    known = state.get("unauthorized") or {}
+    now = {}
+    changes = []
+    for url, verdict in sorted(local.items()):
+        if verdict == "unauthorized":
+            now[url] = statuses.get(url, 401)
+            if known.get(url) != now[url]:
+                changes.append((url, now[url]))
+        elif verdict == "down":
+            if url in known:
+                now[url] = known[url]
+        elif url in known:
+            changes.append((url, None))
+    if now:
+        state["unauthorized"] = now
+    else:
+        state.pop("unauthorized", None)
+    return changes
+
+
+def unauthorized_message(unit: str, url: str, status, key_source: str) -> str:
+    """The journal's line for a change of unauthorized_step (never the key itself)."""
+    if status is None:
+        return "%s: %s accepts the canary's key again; its canary requests count again" % (unit, url)
+    return ("%s: %s refused the canary request with HTTP %d (unauthorized: the canary sends %s). Not a hang and no "
+            "restart (a restart cannot fix a key), but no proof of life either: this rank is not checked for hangs "
+            "until it accepts the key. Fix: the engines and the canary must hold the same vllm_api_key (Ansible "
+            "Vault): rerun site.yml, which writes the key file and restarts the engines whose key changed (add -e "
+            "vllm_restart=true when the file already holds the key but the engines run with another one). "
+            "a3_supervise.py status lists the rank meanwhile (canary_unauthorized)."
+            % (unit, url, status, key_source))
+
+
+def read_api_key(path: str) -> tuple:
+    """(key, "") from the canary's key file, or ("", why there is none): the canary then sends no key."""
+    if not path:
+        return "", "no key (its settings name no api_key_file: vllm_api_key is not set)"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            key = fh.read().strip()
+    except OSError as exc:
+        return "", "no key (cannot read %s: %s)" % (path, exc.strerror or exc)
+    if not key:
+        return "", "no key (%s is empty)" % path
+    return key, ""
 
 
 # ------------------------------------------------------------------------------------------- effects
@@ -224,11 +300,11 @@ def tcp_open(hostport: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def http_status(url: str, timeout: float, body: dict | None = None) -> tuple:
+def http_status(url: str, timeout: float, body: dict | None = None, headers: dict | None = None) -> tuple:
     """(status, parsed JSON or None); status 0 when nothing answered in time."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method="POST" if data else "GET",
-                                 headers={"Content-Type": "application/json"} if data else {})
+                                 headers=dict({"Content-Type": "application/json"} if data else {}, **(headers or {})))
     try:
         with _OPENER.open(req, timeout=timeout) as resp:
             raw = resp.read()
@@ -415,7 +491,10 @@ def cmd_canary(args) -> int:
             state = json.load(fh)
     except (OSError, ValueError):
         state = {}
-    local = {}
+    # the engines' key (vllm_api_key), from its 0600 file: never in argv nor in the settings
+    key, no_key = read_api_key(cfg.get("api_key_file", ""))
+    auth = {"Authorization": "Bearer " + key} if key else {}
+    local, statuses = {}, {}
     for base in cfg["local"]:
         status, _unused = http_status(base + "/health", cfg.get("health_timeout", 5))
         if status != 200:
@@ -423,12 +502,15 @@ def cmd_canary(args) -> int:
             continue
         status, body = http_status(base + "/v1/completions", cfg["timeout"],
                                    {"model": cfg["model"], "prompt": cfg.get("prompt", "canary"),
-                                    "max_tokens": 1, "temperature": 0})
-        produced = status == 200 and isinstance(body, dict) and bool(body.get("choices"))
-        # an engine that answers with an error is alive (not hung): only silence counts as a hang
-        local[base] = "ok" if produced or (status not in (0, 200)) else "hung"
+                                    "max_tokens": 1, "temperature": 0}, auth)
+        # an engine that answers with an error is alive (not hung): only silence counts as a hang; a refused key
+        # is neither
+        local[base], statuses[base] = canary_verdict(status, body), status
     peers = {base: http_status(base + "/health", cfg.get("health_timeout", 5))[0] == 200
              for base in cfg["peers"]}
+    for url, status in unauthorized_step(state, local, statuses):
+        print(unauthorized_message(unit, url, status, no_key or "the key in %s" % cfg["api_key_file"]))
+        sys.stdout.flush()
     state, restart = canary_step(state, local, peers, cfg["hang_failures"], cfg["peer_failures"])
     with open(state_path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(state, fh)
@@ -445,12 +527,24 @@ def cmd_canary(args) -> int:
     return 0
 
 
+def canary_unauthorized(record: str) -> list:
+    """The local ranks the unit's canary found refusing its key in its last round, as "url (HTTP n)" (the canary's
+    state beside the record; [] without one, e.g. for a unit without a canary)."""
+    try:
+        with open(record + ".canary", encoding="utf-8") as fh:
+            known = json.load(fh).get("unauthorized") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    return ["%s (HTTP %s)" % (url, status) for url, status in sorted(known.items())]
+
+
 def unit_status(unit: str, record: str, window_s: float, now: float) -> dict:
     events = read_record(record)
     crashes = [e for e in events if not e.get("planned")]
     show = systemctl_show(unit, ["ActiveState", "SubState", "Result", "NRestarts", "UnitFileState"])
     last = crashes[-1] if crashes else None
     return {
+        "canary_unauthorized": canary_unauthorized(record),
         "unit": unit,
         "active": show.get("ActiveState", "unknown"),
         "sub": show.get("SubState", ""),

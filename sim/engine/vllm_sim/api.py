@@ -8,6 +8,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from vllm_sim.auth import UNAUTHORIZED_BODY, authorized
 from vllm_sim.engine import GenRequest
 from vllm_sim.logutil import api_log, engine_log, raw
 
@@ -77,9 +78,20 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         return self.rfile.read(length) if length > 0 else b""
 
+    def _refused(self):
+        """vLLM's API key middleware (auth.py), before any routing: True when it answered 401."""
+        if authorized(self.command, self.path, self.headers.get("authorization"), self.server.ctx.api_tokens):
+            return False
+        if self.command == "POST":
+            self._read_body()   # the connection stays usable (keep-alive)
+        self._send(401, UNAUTHORIZED_BODY)
+        return True
+
     # ------------------------------------------------------------------ routing
     def do_GET(self):
         ctx = self.server.ctx
+        if self._refused():
+            return None
         path = self.path.split("?", 1)[0]
         if path == "/health":
             return self._send(200, b"")
@@ -108,6 +120,8 @@ class Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_POST(self):
+        if self._refused():
+            return None
         path = self.path.split("?", 1)[0]
         if path in ("/v1/completions", "/v1/chat/completions"):
             return self._generate(chat=path.endswith("chat/completions"))
@@ -120,9 +134,6 @@ class Handler(BaseHTTPRequestHandler):
     def _generate(self, chat):
         ctx = self.server.ctx
         raw_body = self._read_body()
-        if ctx.api_key:
-            if self.headers.get("authorization", "") != f"Bearer {ctx.api_key}":
-                return self._send(401, {"error": "Unauthorized"})
         try:
             body = json.loads(raw_body or b"null")
             if not isinstance(body, dict):

@@ -84,7 +84,7 @@ def build_parser():
     s.add_argument("--host", default=None)
     s.add_argument("--port", type=_port, default=8000)
     s.add_argument("--served-model-name", nargs="+", default=None)
-    s.add_argument("--api-key", default=None)
+    s.add_argument("--api-key", nargs="+", default=None)   # vLLM 0.18: a list, any one of them is accepted
     s.add_argument("--enable-auto-tool-choice", action="store_true")
     s.add_argument("--tool-call-parser", default=None)
     s.add_argument("--reasoning-parser", default=None)

@@ -10,6 +10,7 @@ import threading
 import time
 
 from vllm_sim import __version__, hostenv, kvconfig, patchcheck
+from vllm_sim.auth import api_tokens
 from vllm_sim.dpgroup import DPGroup
 from vllm_sim.faults import FaultFile
 from vllm_sim.kvtransfer import MooncakePorts, PendingKV
@@ -339,7 +340,7 @@ def run(args, argv):
         ctx.disable_log_stats = args.disable_log_stats
         ctx.disable_access_log = args.disable_uvicorn_access_log
         ctx.log_requests = args.enable_log_requests
-        ctx.api_key = args.api_key
+        ctx.api_tokens = api_tokens(args.api_key, os.environ.get("VLLM_API_KEY"))
         ctx.my_ip = hostenv.local_ip()
         ctx.hccn_ok = hostenv.hccn_conf_present()
         ctx.pending = PendingKV()

@@ -386,7 +386,7 @@ def test_settings_are_all_required():
 def test_wanted_ports_are_the_ports_validation_checks():
     """_topology.host_ports (validation's overlap check) gives the ranges; preflight adds its wording and
     whether a listener on any address clashes (the services that bind a3_listen_address 0.0.0.0)."""
-    ports = {"yuanrong_worker_port": 18481, "etcd_client_port": 2379, "etcd_peer_port": 2380, "proxy_port": 8088, "proxy_admin_port": 8089,
+    ports = {"yuanrong_worker_port": 18481, "etcd_client_port": 2379, "etcd_peer_port": 2380, "proxy_port": 8088,
              "proxy_admin_port": 8089}
     assert wanted_ports(NODE, ports, True) == [
         {"first": 9000, "last": 9000, "any": True, "what": "vLLM API port of dp rank 0 (vllm_api_port)"},
