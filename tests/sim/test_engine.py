@@ -859,6 +859,51 @@ def test_engine_hang_spares_restarted_engines_and_unlisted_ports(sim):
     assert out.count("malformed engine_hang") == 1, out[-2000:]
 
 
+def test_engine_stall_stops_answers_midway_until_cleared(sim):
+    """engine_stall: a stream stops after its first token's event, a non-stream answer after half its body; /health
+    stays 200; clearing the fault lets both finish (a rank frozen mid-answer, then thawed)."""
+    faults = sim.path / "faults.json"
+    e = sim.engine("stall", P0, env=sim.env(P0, A3SIM_FAULTS_FILE=faults))
+    e.wait_ready()
+    write_faults(faults, {"engine_stall": {"since": time.time()}})
+    assert http("GET", e.base + "/health", timeout=2) == (200, b"")
+    stream = raw_request(P0, e.port, "/v1/chat/completions", dict(HANG_CHAT, stream=True, max_tokens=4))
+    whole = raw_request(P0, e.port, "/v1/chat/completions", HANG_CHAT)
+    got_stream, got_whole = b"", b""
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        for sock, name in ((stream, "s"), (whole, "w")):
+            part = recv_within(sock, 0.2)
+            if part:
+                if name == "s":
+                    got_stream += part
+                else:
+                    got_whole += part
+    assert got_stream.startswith(b"HTTP/1.1 200 ") and got_stream.count(b"data: {") == 2, got_stream
+    assert b"[DONE]" not in got_stream
+    head, _sep, body = got_whole.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head, re.I).group(1))
+    assert 0 < len(body) < length, got_whole
+    faults.unlink()
+    for sock in (stream, whole):
+        sock.settimeout(5)
+    while b"data: [DONE]" not in got_stream:
+        chunk = stream.recv(65536)
+        if not chunk:
+            break
+        got_stream += chunk
+    while len(body) < length:
+        chunk = whole.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    stream.close()
+    whole.close()
+    assert b"data: [DONE]" in got_stream
+    assert json.loads(body)["usage"]["completion_tokens"] > 0
+    assert chat_ok(e)
+
+
 # ----------------------------------------------------------------------------- PD through the real proxy
 
 def start_proxy(sim, prefills, decodes):

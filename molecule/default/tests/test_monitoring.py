@@ -18,10 +18,10 @@ DASHBOARD = ROOT / "roles" / "monitoring" / "files" / "ascend-vllm-pd-dashboard.
 IPS = {"p0": "127.30.0.11", "p1": "127.30.0.12", "d0": "127.30.0.13", "d1": "127.30.0.14"}
 PROM = "http://127.30.0.11:9090"
 PROXY = "http://127.30.0.11:8088"
-# vllm: one rank per node; etcd and the proxy on p0. The label instance names the inventory host, the scrape
-# URL its business IP.
+# vllm: one rank per node; etcd and the proxy on p0 (its /metrics on the admin listener, 127.0.0.1:8089). The label
+# instance names the inventory host, the scrape URL its business IP (the admin listener's loopback for the proxy).
 TARGETS = {("vllm", n + ":6700", "http://%s:6700/metrics" % ip) for n, ip in IPS.items()} | {
-    ("etcd", "p0:2379", "http://127.30.0.11:2379/metrics"), ("proxy", "p0:8088", "http://127.30.0.11:8088/metrics")}
+    ("etcd", "p0:2379", "http://127.30.0.11:2379/metrics"), ("proxy", "p0:8089", "http://127.0.0.1:8089/metrics")}
 _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 

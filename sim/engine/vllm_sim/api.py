@@ -194,34 +194,51 @@ class Handler(BaseHTTPRequestHandler):
                     return self._send(status, error_body(msg, etype, status))
                 time.sleep(out.token_delay * len(out.pieces))
                 done(out)
+                if ctx.faults.engine_stalled(ctx.start_time, ctx.port):
+                    return self._send_stalled(request_id, self._full_response(req, out, model_name, chat))
                 self._send(200, self._full_response(req, out, model_name, chat))
         finally:
             done(None)
 
     # ------------------------------------------------------------------ engine_hang fault
-    def _hang(self, request_id):
+    def _hang(self, request_id, key="engine_hang"):
         """The engine_hang fault (faults.py): the request was accepted, but nothing is sent, not even
         a status line, while the fault holds. The thread wakes every HANG_POLL_S to look at the fault
         file and the client socket. Returns True when the client closed the connection (the request
         ends without an answer), False when the fault was cleared (the request then runs normally).
-        A hung request counts in vllm:num_requests_running, as a request stuck in a real engine does."""
+        A hung request counts in vllm:num_requests_running, as a request stuck in a real engine does.
+        key="engine_stall": the same wait in the middle of an answer (after its first part was sent)."""
         ctx = self.server.ctx
         stats = ctx.engine.stats
-        engine_log.debug("a3sim_faults.py:1", "engine_hang: request %s accepted, no answer while the fault "
-                         "holds", request_id)
+        engine_log.debug("a3sim_faults.py:1", "%s: request %s accepted, no more answer while the fault "
+                         "holds", key, request_id)
         with stats.lock:
             stats.running += 1
         try:
-            while ctx.faults.engine_hung(ctx.start_time, ctx.port):
+            while ctx.faults.engine_hung(ctx.start_time, ctx.port, key):
                 if self._client_gone(HANG_POLL_S):
                     self.close_connection = True
-                    engine_log.debug("a3sim_faults.py:1", "engine_hang: client of %s went away", request_id)
+                    engine_log.debug("a3sim_faults.py:1", "%s: client of %s went away", key, request_id)
                     return True
-            engine_log.debug("a3sim_faults.py:1", "engine_hang cleared: request %s resumes", request_id)
+            engine_log.debug("a3sim_faults.py:1", "%s cleared: request %s resumes", key, request_id)
             return False
         finally:
             with stats.lock:
                 stats.running -= 1
+
+    def _send_stalled(self, request_id, body):
+        """The engine_stall fault on a non-stream answer: the status line, the headers and half of the body, then
+        nothing while the fault holds (the rest follows when it is cleared)."""
+        data = json.dumps(body, ensure_ascii=False).encode()
+        self.send_response(200, REASONS.get(200))
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[:len(data) // 2])
+        self.wfile.flush()
+        self._access(200)
+        if not self._hang(request_id, "engine_stall"):
+            self.wfile.write(data[len(data) // 2:])
 
     def _client_gone(self, timeout):
         """Wait up to `timeout` s; True if the client closed or reset the connection meanwhile."""
@@ -365,6 +382,12 @@ class Handler(BaseHTTPRequestHandler):
                     if i == last and out.kv_transfer_params:
                         ev["kv_transfer_params"] = out.kv_transfer_params
                     self._event(ev)
+                    if i == 0 and self.server.ctx.faults.engine_stalled(self.server.ctx.start_time,
+                                                                        self.server.ctx.port):
+                        self.wfile.flush()
+                        if self._hang(req.request_id, "engine_stall"):
+                            done(out)
+                            return
                 if include_usage:
                     u = self._usage(out)
                     u.pop("prompt_tokens_details", None)

@@ -7,6 +7,8 @@ does for the simulated npu-smi and hccn_tool).
 
 Key read here:
   "engine_hang": {"since": <unix epoch seconds>, "ports": [6700]}   ("ports" optional)
+  "engine_stall": {"since": ..., "ports": [...]}   the same engines start answering, then stop: a stream after its
+                  first token's event, a non-stream answer after half of its body (a rank frozen mid-answer)
 An engine process that started before `since` (and whose --port is listed, if "ports" is given)
 is hung: /health, /ping, /metrics, /v1/models still answer, but completions are accepted and then
 never answered while the key is present. An engine started after `since` (a restarted one) is
@@ -71,9 +73,9 @@ class FaultFile:
             self._key, self._data = key, data
             return data
 
-    def hang_spec(self):
-        """(since, ports or None) of a well-formed engine_hang key, else None."""
-        spec = self.read().get("engine_hang")
+    def hang_spec(self, key="engine_hang"):
+        """(since, ports or None) of a well-formed engine_hang (or engine_stall) key, else None."""
+        spec = self.read().get(key)
         if spec is None:
             return None
         since = spec.get("since") if isinstance(spec, dict) else None
@@ -83,16 +85,20 @@ class FaultFile:
                                      and all(isinstance(p, int) and not isinstance(p, bool) for p in ports))))
         if not ok:
             with self._lock:
-                self._warn_once(("engine_hang", self._key), "a3sim: malformed engine_hang in %s: %s "
+                self._warn_once((key, self._key), "a3sim: malformed %s in %s: %s "
                                 "(expected {\"since\": <epoch seconds>, \"ports\": [<port>, ...]}); ignored",
-                                self.path, json.dumps(spec))
+                                key, self.path, json.dumps(spec))
             return None
         return float(since), (set(ports) if ports is not None else None)
 
-    def engine_hung(self, start_time, port):
-        """True if an engine that started at `start_time` (epoch s) and serves `port` is hung now."""
-        spec = self.hang_spec()
+    def engine_hung(self, start_time, port, key="engine_hang"):
+        """True if an engine that started at `start_time` (epoch s) and serves `port` is hung now (engine_hang: no
+        answer at all; engine_stall with key="engine_stall": the answer stops after its first part)."""
+        spec = self.hang_spec(key)
         if spec is None:
             return False
         since, ports = spec
         return start_time < since and (ports is None or port in ports)
+
+    def engine_stalled(self, start_time, port):
+        return self.engine_hung(start_time, port, "engine_stall")
