@@ -16,6 +16,11 @@ COPIES = {
     "etc/prometheus/file_sd/ascend-vllm-pd/grafana/ascend-vllm-pd-dashboard.json":
         "roles/monitoring/files/ascend-vllm-pd-dashboard.json",
 }
+# The proxy wrapper's package: every module of roles/proxy/files/a3proxy must be shipped (a module the role's list
+# forgets would be missing on the node).
+PROXY_PACKAGE = {"var/lib/ascend-vllm-pd/a3proxy/%s" % p.name: "roles/proxy/files/a3proxy/%s" % p.name
+                 for p in sorted((ROOT / "roles/proxy/files/a3proxy").glob("*.py"))}
+COPIES.update(PROXY_PACKAGE)
 
 
 def tree(root: Path):
@@ -31,7 +36,9 @@ def test_verbatim_copies_equal_their_sources(rendered_a3):
     found = copies(rendered_a3)
     # the helper on every node, the proxy wrapper and the Grafana dashboard on the proxy host only
     assert sorted(found) == sorted(["%s/%s" % (h, list(COPIES)[0]) for h in ("d0", "d1", "p0", "p1")]
-                                   + ["p0/%s" % list(COPIES)[1], "p0/%s" % list(COPIES)[2]])
+                                   + ["p0/%s" % list(COPIES)[1], "p0/%s" % list(COPIES)[2]]
+                                   + ["p0/%s" % rel for rel in PROXY_PACKAGE])
+    assert len(PROXY_PACKAGE) >= 10
     for rel, src in found.items():
         assert (rendered_a3 / rel).read_bytes() == (ROOT / src).read_bytes(), rel
 

@@ -94,8 +94,10 @@ def test_proxy_matches_the_seed(rendered_a3, seed):
     assert {k: v for k, v in ours.items() if not k.startswith("a3-")} == \
         {k: [expand(v, SEED_VARS) for v in vs] for k, vs in s_args.items()}
     assert sorted(k for k in ours if k.startswith("a3-")) == [
-        "a3-ds-worker", "a3-etcd", "a3-fail-threshold", "a3-first-byte-timeout", "a3-probe-interval", "a3-probe-timeout",
-        "a3-retry-after"]
+        "a3-admin-host", "a3-admin-port", "a3-ds-worker", "a3-etcd", "a3-fail-threshold", "a3-first-byte-timeout",
+        "a3-probe-interval", "a3-probe-timeout", "a3-retry-after"]
+    # the admin paths (drain, /instances/*, /metrics) only on the proxy host's loopback
+    assert (ours["a3-admin-host"], ours["a3-admin-port"]) == (["127.0.0.1"], ["8089"])
     # the datasystem workers the wrapper reports on (a3_proxy_ds_worker_registered): one per node, in etcd on p0
     assert ours["a3-ds-worker"] == ["<节点%d业务IP>:18481" % i for i in range(4)]
     assert ours["a3-etcd"] == ["<节点0业务IP>:2379"]

@@ -1,28 +1,38 @@
-"""Live tests of the honest proxy wrapper (roles/proxy/files/a3_proxy.py) around the REAL upstream
-load_balance_proxy_server_example.py of vllm-ascend 0.18.0, with simulated engines (sim/engine) and
-tiny fake backends as its prefill and decode servers.
+"""Live tests of the honest proxy wrapper (roles/proxy/files/a3_proxy.py and its package a3proxy/) around the
+REAL upstream load_balance_proxy_server_example.py of vllm-ascend 0.18.0.
 
 Run with the engine venv, like tests/sim/test_engine.py:
   VLLM_ASCEND_SRC=.cache/vllm-ascend-src .cache/engine-venv/bin/python -m pytest -q tests/sim/test_honest_proxy.py
 
-Every process binds an address in 127.41.0.0/24, which a session fixture adds to `lo` as /32 (and
-removes afterwards); nothing else is contacted. The wrapper and the upstream script are copied next to
-each other into a temporary directory, as the role copies them into the work directory. Waits are
-bounded; every process a test starts is stopped in its teardown.
+Two kinds of backends:
+* simulated engines (sim/engine) and tiny fake backends on addresses in 127.41.0.0/24, which a session fixture
+  adds to `lo` as /32 (and removes afterwards): rotation, drain, timeouts and cut streams with real engines;
+* stub engines in this process on 127.0.0.1 (StubEngine: GET /health, GET /v1/models, POST completions whose
+  behaviour the prompt picks, every call recorded with its headers): the listeners, keys and tokens, limits,
+  idle timeouts, a backend's 4xx, the load counters, the addresses in client bodies, etcd over TLS. These need no
+  address on lo and no simulated engine.
+
+Nothing outside 127.0.0.0/8 is contacted. The wrapper, its package and the upstream script are copied next to
+each other into a temporary directory, as the role lays them out in the work directory. Waits are bounded;
+every process a test starts is stopped in its teardown.
 """
 
+import http.client as httpclient
 import json
 import os
+import re
 import select
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -32,10 +42,12 @@ from simnet import clean_env, free_port, free_range, loopback_addresses
 REPO = Path(__file__).resolve().parents[2]
 SHIM = REPO / "sim" / "engine" / "bin" / "vllm"
 WRAPPER = REPO / "roles" / "proxy" / "files" / "a3_proxy.py"
+PACKAGE = REPO / "roles" / "proxy" / "files" / "a3proxy"
 PROXY_REL = "examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
 
 P0, D0, D1, PROXY_IP, FAKE = (f"127.41.0.{i}" for i in (11, 13, 14, 15, 16))
 TEST_IPS = [P0, D0, D1, PROXY_IP, FAKE]
+LOCAL = "127.0.0.1"
 # Fast settings for the tests: a backend leaves the rotation after 2 failed probes 0.5 s apart.
 FAST = ["--a3-probe-interval", "0.5", "--a3-probe-timeout", "0.5", "--a3-fail-threshold", "2",
         "--a3-retry-after", "7", "--a3-first-byte-timeout", "2"]
@@ -71,18 +83,54 @@ pytestmark = pytest.mark.skipif(
 
 # ----------------------------------------------------------------------------- helpers
 
-def http(method, url, body=None, timeout=15):
+def http(method, url, body=None, timeout=15, headers=None):
     """(status, headers, body bytes); never raises for an HTTP status. A bytes body is sent as it is."""
-    data, hdrs = None, {}
+    data, hdrs = None, dict(headers or {})
     if body is not None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        hdrs["content-type"] = "application/json"
+        hdrs.setdefault("content-type", "application/json")
     req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
     try:
         with _opener.open(req, timeout=timeout) as r:
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
     except urllib.error.HTTPError as e:
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def read_until_close(sock, deadline, received=b""):
+    """What sock gives until the server closes it (or the deadline)."""
+    while time.monotonic() < deadline:
+        readable, _unused, _unused = select.select([sock], [], [], max(0.0, deadline - time.monotonic()))
+        if not readable:
+            break
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    return received
+
+
+def raw_exchange(host, port, parts, pause=0.0, timeout=10.0):
+    """Send parts (bytes) over one TCP connection, pause seconds after each, then read until the server
+    closes or timeout. Returns (what came back, seconds from the first byte sent until the close). Once the
+    server answers (or closes) during a pause, nothing more is sent."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    start = time.monotonic()
+    try:
+        for part in parts:
+            try:
+                sock.sendall(part)
+            except OSError:
+                break
+            if pause and select.select([sock], [], [], pause)[0]:
+                break
+        received = read_until_close(sock, start + timeout)
+        return received, time.monotonic() - start
+    finally:
+        sock.close()
 
 
 def mooncake_cfg(role, kv_port):
@@ -150,39 +198,59 @@ class Engine(Proc):
         raise AssertionError(f"{self.name} not ready within {timeout}s:\n{self.output()[-3000:]}")
 
 
-class Wrapper(Proc):
-    """a3_proxy.py next to a copy of the upstream script, as the role lays them out."""
+def lay_out(work):
+    """The wrapper, its package and the upstream script side by side in work, as the role writes them."""
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copy(WRAPPER, work / "a3_proxy.py")
+    shutil.copytree(PACKAGE, work / "a3proxy", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(VAS_SRC / PROXY_REL, work / "load_balance_proxy_server_example.py")
+    return work
 
-    def __init__(self, tmp, name, prefills, decodes, extra=()):
-        work = tmp / f"work-{name}"
-        work.mkdir()
-        shutil.copy(WRAPPER, work / "a3_proxy.py")
-        shutil.copy(VAS_SRC / PROXY_REL, work / "load_balance_proxy_server_example.py")
-        self.port = free_port(PROXY_IP)
-        self.base = f"http://{PROXY_IP}:{self.port}"
-        argv = [sys.executable, "a3_proxy.py", "--port", str(self.port), "--host", PROXY_IP,
+
+class Wrapper(Proc):
+    """a3_proxy.py next to a copy of the upstream script, as the role lays them out. base: the public
+    listener; admin: the admin listener."""
+
+    def __init__(self, tmp, name, prefills, decodes, extra=(), host=PROXY_IP, fast=None, secrets=None, env=None):
+        work = lay_out(tmp / f"work-{name}")
+        self.host = host
+        self.port = free_port(host)
+        self.admin_port = free_port(LOCAL)
+        self.base = f"http://{host}:{self.port}"
+        self.admin = f"http://{LOCAL}:{self.admin_port}"
+        self.admin_headers = {}
+        argv = [sys.executable, "a3_proxy.py", "--port", str(self.port), "--host", host,
                 "--prefiller-hosts", *[h for h, _unused in prefills], "--prefiller-ports", *[str(p) for _unused, p in prefills],
                 "--decoder-hosts", *[h for h, _unused in decodes], "--decoder-ports", *[str(p) for _unused, p in decodes],
-                *FAST, *extra]
-        super().__init__(argv, clean_env(), work, name)
+                "--a3-admin-host", LOCAL, "--a3-admin-port", str(self.admin_port), *(FAST if fast is None else fast),
+                *extra]
+        if secrets is not None:
+            path = work / "proxy-secrets.json"
+            path.write_text(json.dumps(secrets))
+            path.chmod(0o600)
+            argv += ["--a3-secrets-file", str(path)]
+            if secrets.get("admin_token"):
+                self.admin_headers = {"authorization": "Bearer " + secrets["admin_token"]}
+        super().__init__(argv, env or clean_env(), work, name)
 
     def wait_listening(self, timeout=20):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.p.poll() is None, f"wrapper exited:\n{self.output()}"
             try:
-                http("GET", self.base + "/a3/backends", timeout=1)
+                http("GET", self.admin + "/healthcheck", timeout=1)
+                http("GET", self.base + "/healthcheck", timeout=1)
                 return self
             except OSError:
                 time.sleep(0.1)
         raise AssertionError(f"wrapper not listening within {timeout}s:\n{self.output()}")
 
     def wait_health(self, want, timeout):
-        """Poll /healthcheck until it gives `want`; returns (seconds waited, body)."""
+        """Poll the admin listener's /healthcheck until it gives `want`; returns (seconds waited, body)."""
         start = time.monotonic()
         last = None
         while time.monotonic() - start < timeout:
-            status, _unused, body = http("GET", self.base + "/healthcheck", timeout=2)
+            status, _unused, body = http("GET", self.admin + "/healthcheck", timeout=2)
             last = (status, body)
             if status == want:
                 return time.monotonic() - start, json.loads(body)
@@ -190,13 +258,13 @@ class Wrapper(Proc):
         raise AssertionError(f"/healthcheck not {want} within {timeout}s (last {last}):\n{self.output()[-3000:]}")
 
     def backends(self):
-        status, _unused, body = http("GET", self.base + "/a3/backends")
-        assert status == 200
+        status, _unused, body = http("GET", self.admin + "/a3/backends", headers=self.admin_headers)
+        assert status == 200, body
         return {(b["role"], b["backend"]): b for b in json.loads(body)}
 
     def metrics(self):
-        status, _unused, body = http("GET", self.base + "/metrics")
-        assert status == 200
+        status, _unused, body = http("GET", self.admin + "/metrics", headers=self.admin_headers)
+        assert status == 200, body
         out = {}
         for line in body.decode().splitlines():
             if line and not line.startswith("#"):
@@ -215,6 +283,16 @@ def assert_json_error(status, headers, body, codes=(502, 503)):
     assert err["code"] == status and err["message"] and err["type"]
     if status == 503:
         assert headers.get("retry-after") == "7", headers
+    return err
+
+
+def assert_openai_error(status, body, want_status, code=None, etype="invalid_request_error"):
+    """An OpenAI-style error: {"error": {"message", "type", "code"}} with the given status (and code)."""
+    assert status == want_status, (status, body)
+    err = json.loads(body)["error"]
+    assert set(err) >= {"message", "type", "code"} and err["message"], err
+    assert err["type"] == etype, err
+    assert err["code"] == (want_status if code is None else code), err
     return err
 
 
@@ -350,7 +428,8 @@ def procs(tmp_path, hosts):
     _node_dir(tmp_path)
 
     class Procs:
-        started = []
+        def __init__(self):
+            self.started = []
 
         def wrapper(self, prefills, decodes, extra=()):
             w = Wrapper(tmp_path, f"wrapper{len(self.started)}", prefills, decodes, extra)
@@ -377,6 +456,228 @@ def addr(x):
     return (x.host, x.port)
 
 
+# ----------------------------------------------------------------------------- stub engines
+
+def _words(req):
+    text = req.get("prompt") if isinstance(req.get("prompt"), str) else ""
+    if not text and isinstance(req.get("messages"), list) and req["messages"]:
+        text = str(req["messages"][0].get("content", ""))
+    return text.split()
+
+
+def prompt(*words):
+    """A prompt with a fresh tag (t=<hex>) and the stub modes in words ("p=hang", "d=stall", ...)."""
+    return " ".join(("t=" + uuid.uuid4().hex[:12],) + words)
+
+
+def tag_of(text):
+    return next(w for w in text.split() if w.startswith("t="))
+
+
+class StubEngine:
+    """An OpenAI-style engine stub in this process on 127.0.0.1, as a prefill or a decode backend.
+
+    GET /health answers 200 (counted in health_times); GET /v1/models the model list. A POST to a completions
+    path acts by the mode its prompt names for this role ("p=<mode>" for a prefill, "d=<mode>" for a decode;
+    "ok" otherwise): ok (a prefill answers with kv_transfer_params; a decode with a completion, or an SSE stream
+    of three events and [DONE]), nokv (a prefill answer without kv_transfer_params), hang (accept, never
+    answer), err500, stall (start the answer, then nothing), cut (stream one event, then drop the connection),
+    leak400 (a 400 whose message names this engine's URL and address), unauth (vLLM's 401 for a wrong key).
+    max_tokens below 1 is a 400 as vLLM gives it. With key, every /v1 path needs "Authorization: Bearer <key>" (401 otherwise), as vLLM's --api-key.
+    Every call is recorded in calls: method, path, the Authorization header (None without), the body, the
+    prompt's tag and the mode."""
+
+    def __init__(self, role, key=None, host=LOCAL):
+        self.role, self.key = role, key
+        self.calls = []
+        self.health_times = []
+        self.stop_event = threading.Event()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _authorized(self):
+                return not stub.key or self.headers.get("authorization") == "Bearer " + stub.key
+
+            def _chunk(self, data):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
+            def _start_stream(self):
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream; charset=utf-8")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+
+            def _wait_close(self):
+                while not stub.stop_event.is_set():
+                    readable, _unused, _unused = select.select([self.connection], [], [], 0.1)
+                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                        break
+                self.close_connection = True
+
+            def do_GET(self):
+                if self.path == "/health":
+                    stub.health_times.append(time.monotonic())
+                    return self._send(200, {})
+                stub.calls.append({"method": "GET", "path": self.path, "auth": self.headers.get("authorization"),
+                                   "body": None, "tag": None, "mode": None})
+                if not self._authorized():
+                    return self._send(401, {"error": "Unauthorized"})
+                if self.path == "/v1/models":
+                    return self._send(200, {"object": "list", "data": [
+                        {"id": "glm-5.1", "object": "model", "owned_by": "vllm", "root": "/models/glm-5.1"}]})
+                return self._send(404, {"detail": "Not Found"})
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                words = _words(req)
+                mode = next((w[2:] for w in words if w.startswith(stub.role[0] + "=")), "ok")
+                stub.calls.append({"method": "POST", "path": self.path, "auth": self.headers.get("authorization"),
+                                   "body": req, "tag": next((w for w in words if w.startswith("t=")), None),
+                                   "mode": mode})
+                if not self._authorized():
+                    return self._send(401, {"error": "Unauthorized"})
+                if isinstance(req.get("max_tokens"), int) and req["max_tokens"] < 1:
+                    return self._send(400, {"object": "error", "message": "max_tokens must be at least 1, got %d."
+                                            % req["max_tokens"], "type": "BadRequestError", "param": None, "code": 400})
+                return getattr(self, "_" + mode)(req)
+
+            def _ok(self, req):
+                chat = "messages" in req
+                if stub.role == "prefill":
+                    return self._send(200, {"id": "p", "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                                            "kv_transfer_params": {"do_remote_prefill": True, "remote_engine_id": "0",
+                                                                   "remote_block_ids": [1, 2]}})
+                if req.get("stream"):
+                    self._start_stream()
+                    for i in range(3):
+                        piece = {"delta": {"content": "w%d " % i}} if chat else {"text": "w%d " % i}
+                        event = {"id": "d", "choices": [dict(piece, index=0, finish_reason=None)]}
+                        self._chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
+                    self._chunk(b"data: [DONE]\n\n")
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                    return None
+                choice = {"message": {"role": "assistant", "content": "hello"}} if chat else {"text": "hello"}
+                return self._send(200, {"id": "d", "choices": [dict(choice, index=0, finish_reason="stop")],
+                                        "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
+
+            def _nokv(self, req):
+                return self._send(200, {"id": "p", "choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
+
+            def _hang(self, req):
+                self._wait_close()
+
+            def _unauth(self, req):
+                self._send(401, {"error": "Unauthorized"})  # vLLM's answer to a wrong --api-key
+
+            def _err500(self, req):
+                self._send(500, {"error": {"message": "engine dead", "type": "InternalServerError", "code": 500}})
+
+            def _leak400(self, req):
+                self._send(400, {"error": {"message": "bad request at http://%s:%d/v1/completions (engine %s:%d)"
+                                           % (stub.host, stub.port, stub.host, stub.port),
+                                           "type": "BadRequestError", "code": 400}})
+
+            def _stall(self, req):
+                if req.get("stream"):
+                    self._start_stream()
+                    self._chunk(b'data: {"id": "d", "choices": [{"index": 0, "text": "part", "delta": {"content": '
+                                b'"part"}, "finish_reason": null}]}\n\n')
+                else:
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", "1000")
+                    self.end_headers()
+                    self.wfile.write(b'{"id": "d", "choices": [')
+                    self.wfile.flush()
+                self._wait_close()
+
+            def _cut(self, req):
+                self._start_stream()
+                self._chunk(b'data: {"id": "d", "choices": [{"index": 0, "text": "part", "finish_reason": null}]}\n\n')
+                time.sleep(0.1)
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.server.daemon_threads = True
+        self.host, self.port = host, self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def key_text(self):
+        return f"{self.host}:{self.port}"
+
+    def tagged(self, tag, method="POST"):
+        return [c for c in self.calls if c["tag"] == tag and c["method"] == method]
+
+    def stop(self):
+        self.stop_event.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+SECRETS = {"api_keys": ["client-key-AAA111", "client-key-BBB222"], "admin_token": "admin-token-CCC333",
+           "backend_api_key": "backend-key-DDD444"}
+SECRET_VALUES = list(SECRETS["api_keys"]) + [SECRETS["admin_token"], SECRETS["backend_api_key"]]
+CLIENT = {"authorization": "Bearer client-key-BBB222"}
+# The edge listeners: small limits, short timeouts; probes only at the start (and when a request failed), so
+# a test can tell whether a request made the proxy probe early.
+EDGE = ["--a3-probe-interval", "3600", "--a3-probe-timeout", "1", "--a3-fail-threshold", "1", "--a3-retry-after", "7",
+        "--a3-first-byte-timeout", "2", "--a3-idle-timeout", "1", "--a3-header-timeout", "1", "--a3-body-timeout", "1",
+        "--a3-max-body-bytes", "4096", "--a3-max-inflight", "3"]
+IDLE_S = 1 + 1.5  # --a3-idle-timeout + slack
+
+
+class Edge:
+    """A wrapper on 127.0.0.1 in front of a prefill and a decode StubEngine."""
+
+    def __init__(self, tmp, name, secrets=None, key=None, decode_dead=False, extra=()):
+        self.prefill = StubEngine("prefill", key)
+        self.decode = StubEngine("decode", key)
+        decode = (LOCAL, free_port(LOCAL)) if decode_dead else (LOCAL, self.decode.port)
+        self.w = Wrapper(tmp, name, [(LOCAL, self.prefill.port)], [decode], extra=tuple(extra), host=LOCAL,
+                         fast=EDGE, secrets=secrets)
+        self.w.wait_listening()
+        self.w.wait_health(503 if decode_dead else 200, 10)
+        deadline = time.monotonic() + 10  # every backend probed once (the next round is an hour away)
+        while any(b["last_probe_ok"] is None for b in self.w.backends().values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def stop(self):
+        self.w.stop()
+        self.prefill.stop()
+        self.decode.stop()
+
+    def post(self, path, body, headers=None, timeout=15):
+        """POST through the public listener, with the first client key unless headers say otherwise."""
+        return http("POST", self.w.base + path, body, timeout=timeout, headers=CLIENT if headers is None else headers)
+
+    def settled(self, timeout=8.0):
+        """/a3/backends once no request is open on any backend (bounded)."""
+        deadline = time.monotonic() + timeout
+        backs = self.w.backends()
+        while time.monotonic() < deadline and any(b["inflight_requests"] for b in backs.values()):
+            time.sleep(0.1)
+            backs = self.w.backends()
+        return backs
+
+
 # ----------------------------------------------------------------------------- tests
 
 def test_pd_pair_answers_through_the_wrapper(procs, pair):
@@ -384,6 +685,7 @@ def test_pd_pair_answers_through_the_wrapper(procs, pair):
     w = procs.wrapper([addr(pre)], [addr(dec)])
     _unused, health = w.wait_health(200, 10)
     assert health["healthy_prefill"] == 1 and health["healthy_decode"] == 1
+    assert http("GET", w.base + "/healthcheck")[2] == b'{"status": "ok"}'  # the public one names no backend
     assert health["prefill_instances"] == 1 and health["decode_instances"] == 1
     status, _unused, body = http("POST", w.base + "/v1/chat/completions",
                                  {"model": "glm-5.1", "messages": [{"role": "user", "content": "你好 honest proxy"}],
@@ -444,13 +746,16 @@ def test_decode_down_then_back(procs, pair):
     # before the probes notice: the upstream's empty 200 becomes a 502 JSON error naming the decode
     status, headers, body = http("POST", w.base + "/v1/chat/completions", CHAT)
     err = assert_json_error(status, headers, body)
-    assert status == 503 or f"decode backend {D1}:{port}" in err["message"], err
+    assert status == 503 or "the decode backend" in err["message"], err
+    assert D1 not in err["message"], err  # the client reads no internal address; the log has it
     waited, health = w.wait_health(503, DETECT_S + 2)
     assert waited <= DETECT_S, waited
     assert health["missing"] == ["decode"] and health["healthy_decode"] == 0 and health["healthy_prefill"] == 1
     assert f"{D1}:{port}" in health["message"]
-    status, headers, _unused = http("GET", w.base + "/healthcheck")
+    status, headers, body = http("GET", w.base + "/healthcheck")
     assert status == 503 and headers.get("retry-after") == "7"
+    assert json.loads(body) == {"status": "unavailable", "missing": ["decode"],
+                                "message": "no healthy decode backend in rotation; retry later"}
     back = w.backends()[key]
     assert not back["in_rotation"] and back["state"] == "down" and back["consecutive_failures"] >= 2
     assert "consecutive failed /health probes" in back["last_change_reason"]
@@ -488,7 +793,8 @@ def test_hung_prefill_gives_503_within_first_byte_timeout(procs, pair):
     err = assert_json_error(status, headers, body, codes=(503,))
     assert 1.9 <= elapsed <= FIRST_BYTE_S, elapsed
     assert "first-byte timeout" in err["message"]
-    assert f"waiting on prefill backend {FAKE}:{hung.port}" in err["message"]
+    assert "waiting on the prefill backend" in err["message"] and FAKE not in err["message"]
+    assert f"waiting on prefill backend {FAKE}:{hung.port}" in w.output()
     back = w.backends()[("prefill", f"{FAKE}:{hung.port}")]
     assert back["request_failures"] == 1 and "no first byte" in back["last_request_failure"]
     assert back["in_rotation"]  # a suspect only: the probes decide the rotation
@@ -517,17 +823,18 @@ def test_hung_decode_stream_gives_503(procs, pair):
     elapsed = time.monotonic() - t0
     err = assert_json_error(status, headers, body, codes=(503,))
     assert elapsed <= FIRST_BYTE_S, elapsed
-    assert f"waiting on decode backend {FAKE}:{hung.port}" in err["message"]
+    assert "waiting on the decode backend" in err["message"] and FAKE not in err["message"]
+    assert f"waiting on decode backend {FAKE}:{hung.port}" in w.output()
     deadline = time.monotonic() + 5
     while hung.closed_by_client < 1 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert hung.closed_by_client >= 1, "the upstream stream to the hung decode was not cancelled"
 
 
-def test_inflight_requests_count_an_open_request_and_return_to_zero_when_the_upstream_count_does_not(procs, pair):
+def test_inflight_requests_and_the_upstream_load_return_to_zero_after_a_cut_request(procs, pair):
     """What a rolling restart waits on: the wrapper's count of open requests per backend. A stream cut short
-    (here by the first-byte timeout on a hung decode) never reaches the upstream's release, so its own count
-    stays above zero; the wrapper's count goes back to 0 when the client's request ends."""
+    (here by the first-byte timeout on a hung decode) never reaches the upstream's own release; the wrapper
+    releases what the upstream booked when the client's request ends, so both counts go back to 0."""
     pre, _unused = pair
     hung = procs.fake("hang")
     w = procs.wrapper([addr(pre)], [addr(hung)])
@@ -554,8 +861,9 @@ def test_inflight_requests_count_an_open_request_and_return_to_zero_when_the_ups
         time.sleep(0.2)
         after = w.backends()
     assert all(after[k]["inflight_requests"] == 0 for k in keys), after
-    # the upstream's own count of the cut stream is never released (v0.18.0): why it is not what the roll waits on
-    assert after[("decode", f"{FAKE}:{hung.port}")]["outstanding_load"] >= 1, after
+    # the upstream (v0.18.0) never releases the count of a cut stream itself: the wrapper's ledger did
+    assert all(after[k]["outstanding_load"] == 0 for k in keys), after
+    assert w.metrics()["a3_proxy_load_released_total"] >= 1
 
 
 @pytest.mark.parametrize("mode", ["cut", "nodone"])
@@ -572,7 +880,8 @@ def test_stream_cut_midway_ends_with_error_event_and_done(procs, pair, mode):
     # the upstream retries a cut decode stream from the start: the repeated text must not reach the client
     assert len(events) == 3, events
     err = json.loads(events[-2])["error"]
-    assert err["code"] == 502 and "cut" in err["message"] and f"decode backend {FAKE}:{fake.port}" in err["message"]
+    assert err["code"] == 502 and "cut" in err["message"] and "the decode backend" in err["message"]
+    assert FAKE not in err["message"] and f"decode backend {FAKE}:{fake.port}" in w.output()
     assert w.metrics()["a3_proxy_stream_interrupted_total"] == 1
 
 
@@ -584,7 +893,8 @@ def test_answer_without_usage_is_502_not_empty_200(procs, pair):
     w.wait_health(200, 10)
     status, headers, body = http("POST", w.base + "/v1/chat/completions", CHAT)
     err = assert_json_error(status, headers, body, codes=(502,))
-    assert "empty body" in err["message"] and f"decode backend {FAKE}:{fake.port}" in err["message"]
+    assert "empty body" in err["message"] and "the decode backend" in err["message"] and FAKE not in err["message"]
+    assert f"decode backend {FAKE}:{fake.port}" in w.output()
     m = w.metrics()
     assert m["a3_proxy_empty_200_blocked_total"] == 1
     assert m['a3_proxy_requests_total{endpoint="/v1/chat/completions",code="502"}'] == 1
@@ -598,7 +908,8 @@ def test_failing_prefill_gives_502_naming_it(procs, pair):
     w.wait_health(200, 10)
     status, headers, body = http("POST", w.base + "/v1/completions", {"model": "glm-5.1", "prompt": "x"})
     err = assert_json_error(status, headers, body, codes=(502,))
-    assert "HTTP 500" in err["message"] and f"{FAKE}:{fake.port}" in err["message"]
+    assert "HTTP 500" in err["message"] and "engine dead" in err["message"] and FAKE not in err["message"]
+    assert f"prefill backend {FAKE}:{fake.port}" in w.output()
     assert w.metrics()["a3_proxy_upstream_errors_total"] == 1
 
 
@@ -628,10 +939,7 @@ def test_no_backend_up_at_start(procs):
 
 
 def test_command_line(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    shutil.copy(WRAPPER, work / "a3_proxy.py")
-    shutil.copy(VAS_SRC / PROXY_REL, work / "load_balance_proxy_server_example.py")
+    work = lay_out(tmp_path / "work")
 
     def run(*args):
         return subprocess.run([sys.executable, "a3_proxy.py", *args], cwd=work, env=clean_env(),
@@ -647,6 +955,19 @@ def test_command_line(tmp_path):
     assert r.returncode == 2 and "Number of prefiller hosts must match" in r.stderr
     r = run("--help")
     assert r.returncode == 0 and "--a3-first-byte-timeout" in r.stdout and "--prefiller-hosts" in r.stdout
+    assert "--a3-secrets-file" in r.stdout and "--a3-admin-port" in r.stdout and "--a3-max-body-bytes" in r.stdout
+    r = run("--a3-etcd", "https://127.0.0.1:2379", "--a3-etcd-cert", "c.crt")
+    assert r.returncode == 2 and "--a3-etcd-cert and --a3-etcd-key go together" in r.stderr
+    r = run("--a3-etcd", "127.0.0.1:2379", "--a3-etcd-ca", "ca.crt")
+    assert r.returncode == 2 and "need an https:// etcd address" in r.stderr
+    r = run("--port", "8088", "--a3-admin-port", "8088")
+    assert r.returncode == 2 and "would share the public listener's port" in r.stderr
+    (work / "bad.json").write_text(json.dumps({"api_keys": ["k-secret-1"], "admin_tokn": "t-secret-2"}))
+    r = run("--a3-secrets-file", "bad.json")
+    assert r.returncode == 2 and "unknown keys admin_tokn" in r.stderr
+    assert "secret-1" not in r.stderr + r.stdout and "secret-2" not in r.stderr + r.stdout
+    r = run("--a3-secrets-file", "missing.json")
+    assert r.returncode == 2 and "cannot use the secrets file" in r.stderr
 
 
 def test_drain_keeps_new_requests_off_a_backend_through_its_restart(procs, pair):
@@ -658,7 +979,7 @@ def test_drain_keeps_new_requests_off_a_backend_through_its_restart(procs, pair)
     w.wait_health(200, 10)
     key, drained_key = f"{D1}:{port}", ("decode", f"{D1}:{port}")
     # what a rolling restart does: drain, wait until idle, stop, start, undrain
-    status, _unused, body = http("POST", w.base + "/a3/drain", {"backends": [key]})
+    status, _unused, body = http("POST", w.admin + "/a3/drain", {"backends": [key]})
     assert status == 200, body
     answer = json.loads(body)
     assert answer["drained"] == [key] and answer["changed"] == [key]
@@ -679,21 +1000,24 @@ def test_drain_keeps_new_requests_off_a_backend_through_its_restart(procs, pair)
     assert w.metrics()[f'a3_proxy_backend_drained{{role="decode",backend="{key}"}}'] == 1
     assert w.metrics()[f'a3_proxy_backend_up{{role="decode",backend="{key}"}}'] == 0
     # every decode drained: clients get 503 saying so, at once
-    status, _unused, body = http("POST", w.base + "/a3/drain", {"backends": [f"{D0}:{dec.port}"]})
+    status, _unused, body = http("POST", w.admin + "/a3/drain", {"backends": [f"{D0}:{dec.port}"]})
     assert status == 200 and json.loads(body)["drained"] == sorted([key, f"{D0}:{dec.port}"])
     status, headers, body = http("POST", w.base + "/v1/chat/completions", CHAT)
     err = assert_json_error(status, headers, body, codes=(503,))
-    assert "drained for maintenance" in err["message"]
-    status, _unused, body = http("POST", w.base + "/a3/undrain", {"backends": [key, f"{D0}:{dec.port}"]})
+    assert err["message"] == "no healthy decode backend in rotation; retry later"
+    _unused, health = w.wait_health(503, 1)
+    assert f"{key} drained for maintenance" in health["message"]  # the admin listener's /healthcheck says why
+    status, _unused, body = http("POST", w.admin + "/a3/undrain", {"backends": [key, f"{D0}:{dec.port}"]})
     assert status == 200 and json.loads(body)["drained"] == []
     for i in range(4):
         status, _unused, body = http("POST", w.base + "/v1/chat/completions", CHAT)
         assert status == 200 and json.loads(body)["choices"][0]["message"]["content"], body
     assert all(b["outstanding_load"] < 1 and not b["drained"] for b in w.backends().values())
     # what the endpoints refuse
-    status, _unused, body = http("POST", w.base + "/a3/drain", {"backends": ["127.0.0.1:1"]})
+    status, _unused, body = http("POST", w.admin + "/a3/drain", {"backends": ["127.0.0.1:1"]})
     assert status == 400 and "unknown backend 127.0.0.1:1" in json.loads(body)["error"]["message"]
-    assert http("GET", w.base + "/a3/drain")[0] == 405
+    assert http("GET", w.admin + "/a3/drain")[0] == 405
+    assert http("POST", w.base + "/a3/drain", {"backends": [key]})[0] == 404  # never on the public listener
     assert "drained for maintenance (kept out of the selection)" in w.output()
 
 
@@ -728,7 +1052,7 @@ def test_drain_holds_after_the_upstream_removed_and_added_backends(procs, pair):
                 time.sleep(0.2)
         # drain each in turn and stop it: nothing may go to it while it is down
         for i in (0, 1):
-            assert http("POST", w.base + "/a3/drain", {"backends": [names[i]]})[0] == 200
+            assert http("POST", w.admin + "/a3/drain", {"backends": [names[i]]})[0] == 200
             time.sleep(1.0)  # requests selected before the drain finish
             answers.clear()
             assert engines[i].stop() == 0
@@ -736,7 +1060,7 @@ def test_drain_holds_after_the_upstream_removed_and_added_backends(procs, pair):
             bad = [s for s in list(answers) if s != 200]
             assert not bad and len(answers) >= 3, (names[i], answers)
             engines[i] = procs.engine(f"decode-cycle{i}-back", D1, ports[i], "kv_consumer").wait_ready()
-            assert http("POST", w.base + "/a3/undrain", {"backends": [names[i]]})[0] == 200
+            assert http("POST", w.admin + "/a3/undrain", {"backends": [names[i]]})[0] == 200
             deadline = time.monotonic() + DETECT_S + 5
             while not all(b["in_rotation"] and b["healthy"] for b in w.backends().values()) and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -744,3 +1068,514 @@ def test_drain_holds_after_the_upstream_removed_and_added_backends(procs, pair):
         stop.set()
         for t in threads:
             t.join(30)
+
+
+# ----------------------------------------------------------------------------- the listeners and limits (stub engines)
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """Client keys, an admin token and a backend key; the stub engines want the backend key."""
+    edge = Edge(tmp_path_factory.mktemp("secured"), "secured", secrets=SECRETS, key=SECRETS["backend_api_key"])
+    yield edge
+    edge.stop()
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """No secrets file at all (the default deployment): no key anywhere."""
+    edge = Edge(tmp_path_factory.mktemp("plain"), "plain")
+    yield edge
+    edge.stop()
+
+
+@pytest.fixture(scope="module")
+def lenient(tmp_path_factory):
+    """As secured, with room for many requests at once."""
+    edge = Edge(tmp_path_factory.mktemp("lenient"), "lenient", secrets=SECRETS, key=SECRETS["backend_api_key"],
+                extra=["--a3-max-inflight", "64"])
+    yield edge
+    edge.stop()
+
+
+@pytest.fixture(scope="module")
+def dead(tmp_path_factory):
+    """A decode that never answers (nothing listens on its port)."""
+    edge = Edge(tmp_path_factory.mktemp("dead"), "dead", decode_dead=True)
+    yield edge
+    edge.stop()
+
+
+def test_the_public_listener_serves_only_the_client_paths(secured):
+    base = secured.w.base
+    for method, path in [("GET", "/docs"), ("GET", "/openapi.json"), ("GET", "/redoc"),
+                         ("GET", "/docs/oauth2-redirect"),
+                         ("GET", "/a3/backends"), ("GET", "/metrics"), ("POST", "/a3/drain"), ("POST", "/a3/undrain"),
+                         ("POST", "/instances/add"), ("POST", "/instances/remove"), ("GET", "/v1/nothing")]:
+        body = {"type": "decode", "instances": ["127.0.0.1:1"]} if method == "POST" else None
+        status, _unused, answer = http(method, base + path, body, headers=CLIENT)
+        err = assert_openai_error(status, answer, 404, "unknown_url")
+        assert path in err["message"]
+        # without a key the path is not even confirmed to exist
+        status, headers, answer = http(method, base + path, body)
+        assert_openai_error(status, answer, 401, "invalid_api_key")
+    for method, path, allowed in [("GET", "/v1/completions", "POST"), ("GET", "/v1/chat/completions", "POST"),
+                                  ("POST", "/v1/models", "GET"), ("POST", "/healthcheck", "GET"),
+                                  ("DELETE", "/healthcheck", "GET")]:
+        status, headers, answer = http(method, base + path, {} if method == "POST" else None, headers=CLIENT)
+        assert_openai_error(status, answer, 405, "method_not_allowed")
+        assert headers["allow"] == allowed
+    # the upstream's rotation was not touched through the public listener
+    assert {k: b["in_rotation"] for k, b in secured.w.backends().items()} == {
+        ("prefill", secured.prefill.key_text): True, ("decode", secured.decode.key_text): True}
+
+
+def test_the_admin_listener_and_its_token(secured):
+    admin, token = secured.w.admin, {"authorization": "Bearer " + SECRETS["admin_token"]}
+    status, _unused, body = http("GET", admin + "/healthcheck")  # no token needed: what the role waits on
+    assert status == 200 and json.loads(body)["healthy_decode"] == 1
+    for method, path in [("GET", "/a3/backends"), ("GET", "/metrics"), ("POST", "/a3/drain"), ("POST", "/a3/undrain"),
+                         ("POST", "/instances/add"), ("POST", "/instances/remove"), ("GET", "/docs")]:
+        for headers in ({}, {"authorization": "Bearer wrong-token"},
+                        {"authorization": "Bearer " + SECRETS["api_keys"][0]}, {"authorization": SECRETS["admin_token"]}):
+            status, answer_headers, answer = http(method, admin + path, {} if method == "POST" else None,
+                                                  headers=headers)
+            assert_openai_error(status, answer, 401, "invalid_api_key")
+            assert answer_headers["www-authenticate"] == "Bearer"
+            assert not any(v.encode() in answer for v in SECRET_VALUES + ["wrong-token"])
+    status, _unused, body = http("GET", admin + "/a3/backends", headers=token)
+    assert status == 200 and {b["backend"] for b in json.loads(body)} == {secured.prefill.key_text,
+                                                                          secured.decode.key_text}
+    status, headers, body = http("GET", admin + "/metrics", headers=token)
+    assert status == 200 and headers["content-type"].startswith("text/plain") and b"a3_proxy_backend_up" in body
+    for method, path in [("GET", "/docs"), ("GET", "/openapi.json"), ("GET", "/redoc"), ("POST", "/v1/completions"),
+                         ("GET", "/v1/models")]:
+        status, _unused, body = http(method, admin + path, {} if method == "POST" else None, headers=token)
+        assert_openai_error(status, body, 404, "unknown_url")
+    status, headers, body = http("GET", admin + "/a3/drain", headers=token)
+    assert_openai_error(status, body, 405, "method_not_allowed")
+    # the upstream's own /instances/* are served here, with its own answer
+    status, _unused, body = http("POST", admin + "/instances/remove", {"type": "bogus", "instances": []}, headers=token)
+    assert status == 200 and "Instance type bogus is not supported" in json.loads(body)["error"]
+    status, _unused, body = http("POST", admin + "/a3/drain", {"backends": ["127.0.0.1:1"]}, headers=token)
+    assert_openai_error(status, body, 400, 400, "BadRequestError")
+
+
+def test_client_keys(secured):
+    body = {"model": "glm-5.1", "prompt": prompt(), "max_tokens": 4}
+    wrong = "client-key-WRONG999"
+    for headers in ({}, {"authorization": "Bearer " + wrong}, {"authorization": "Basic " + SECRETS["api_keys"][0]},
+                    {"authorization": "Bearer " + SECRETS["admin_token"]}, {"authorization": "Bearer "},
+                    {"authorization": "Bearer " + SECRETS["api_keys"][0][:-1]}):
+        for path in ("/v1/completions", "/v1/chat/completions", "/v1/models"):
+            status, answer_headers, answer = http("GET" if path == "/v1/models" else "POST", secured.w.base + path,
+                                                  None if path == "/v1/models" else body, headers=headers)
+            err = assert_openai_error(status, answer, 401, "invalid_api_key")
+            assert answer_headers["www-authenticate"] == "Bearer" and "Authorization: Bearer" in err["message"]
+            assert not any(v.encode() in answer for v in SECRET_VALUES + [wrong])
+    assert not secured.prefill.tagged(tag_of(body["prompt"]))  # nothing was forwarded
+    for key in SECRETS["api_keys"]:
+        status, _unused, answer = secured.post("/v1/completions", body, headers={"authorization": "bearer " + key})
+        assert status == 200 and json.loads(answer)["choices"][0]["text"] == "hello", answer
+    # /healthcheck needs no key
+    assert http("GET", secured.w.base + "/healthcheck")[0] == 200
+    m = secured.w.metrics()
+    assert m["a3_proxy_unauthorized_total"] >= 18
+    assert m['a3_proxy_requests_total{endpoint="/v1/completions",code="401"}'] >= 6
+    log = secured.w.output()
+    assert not any(v in log for v in SECRET_VALUES + [wrong]), "a secret in the proxy's log"
+
+
+def test_the_backend_key_goes_to_the_engines_and_the_client_key_does_not(secured):
+    body = {"model": "glm-5.1", "prompt": prompt(), "max_tokens": 4}
+    status, _unused, answer = secured.post("/v1/completions", body)
+    assert status == 200, answer
+    chat = {"model": "glm-5.1", "messages": [{"role": "user", "content": prompt()}], "stream": True}
+    status, _unused, answer = secured.post("/v1/chat/completions", chat)
+    assert status == 200 and sse_events(answer)[-1] == "[DONE]"
+    status, _unused, answer = http("GET", secured.w.base + "/v1/models", headers=CLIENT)
+    assert status == 200
+    calls = [c for c in secured.prefill.calls + secured.decode.calls
+             if c["tag"] in (tag_of(body["prompt"]), tag_of(chat["messages"][0]["content"])) or c["method"] == "GET"]
+    assert len(calls) >= 5
+    assert {c["auth"] for c in calls} == {"Bearer " + SECRETS["backend_api_key"]}
+
+
+def test_without_a_backend_key_no_authorization_reaches_the_engines(plain):
+    """The upstream writes "Bearer $OPENAI_API_KEY" itself, "Bearer None" when unset; the client's own header must
+    not go further either."""
+    own = {"authorization": "Bearer client-own-secret"}
+    body = {"model": "glm-5.1", "prompt": prompt(), "max_tokens": 4}
+    assert plain.post("/v1/completions", body, headers=own)[0] == 200
+    stream = dict(body, prompt=prompt(), stream=True)
+    assert plain.post("/v1/completions", stream, headers=own)[0] == 200
+    assert http("GET", plain.w.base + "/v1/models", headers=own)[0] == 200
+    tags = (tag_of(body["prompt"]), tag_of(stream["prompt"]))
+    calls = [c for c in plain.prefill.calls + plain.decode.calls if c["tag"] in tags or c["method"] == "GET"]
+    assert len(calls) >= 5 and all(c["auth"] is None for c in calls), calls
+    # and the admin listener needs no token without one
+    assert http("GET", plain.w.admin + "/a3/backends")[0] == 200
+
+
+def test_a_backend_4xx_is_passed_on_once_and_does_not_mark_the_backend(secured):
+    text = prompt()
+    before = secured.w.backends()
+    probes = len(secured.decode.health_times)
+    t0 = time.monotonic()
+    status, headers, answer = secured.post("/v1/completions", {"model": "glm-5.1", "prompt": text, "max_tokens": -5})
+    assert status == 400 and headers["content-type"].startswith("application/json"), answer
+    # the engine's message, in OpenAI's shape (this engine answers in vLLM's older {"object": "error", ...})
+    assert json.loads(answer)["error"] == {"message": "max_tokens must be at least 1, got -5.",
+                                           "type": "BadRequestError", "param": None, "code": 400}
+    assert time.monotonic() - t0 < 1.0
+    assert len(secured.decode.tagged(tag_of(text))) == 1  # the upstream would send it 3 times
+    assert len(secured.prefill.tagged(tag_of(text))) == 1
+    stream = prompt()
+    status, _unused, answer = secured.post("/v1/chat/completions", {
+        "model": "glm-5.1", "messages": [{"role": "user", "content": stream}], "max_tokens": 0, "stream": True})
+    assert status == 400 and "got 0" in json.loads(answer)["error"]["message"]
+    assert len(secured.decode.tagged(tag_of(stream))) == 1
+    time.sleep(0.8)  # a failed request makes the prober run within 0.2 s: this one must not
+    after = secured.w.backends()
+    for key, back in after.items():
+        assert back["request_failures"] == before[key]["request_failures"], back
+        assert back["in_rotation"] and back["healthy"]
+    assert len(secured.decode.health_times) == probes
+    assert secured.w.metrics()["a3_proxy_backend_client_errors_total"] >= 2
+    # a failure that is the backend's does make the prober look at once (the check above can see it)
+    failing = prompt("d=err500")
+    status, _unused, _unused = secured.post("/v1/completions", {"model": "glm-5.1", "prompt": failing})
+    assert status == 502
+    deadline = time.monotonic() + 3
+    while len(secured.decode.health_times) == probes and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(secured.decode.health_times) > probes
+    assert secured.w.backends()[("decode", secured.decode.key_text)]["request_failures"] == \
+        before[("decode", secured.decode.key_text)]["request_failures"] + 1
+
+
+def test_an_engine_refusing_the_proxys_key_is_a_502_not_a_401(secured):
+    """A 401 of an engine means the proxy's own key (vllm_api_key) is wrong, not the client's: 502 saying so, once."""
+    text = prompt("d=unauth")
+    status, _unused, answer = secured.post("/v1/completions", {"model": "glm-5.1", "prompt": text})
+    err = assert_openai_error(status, answer, 502, 502, "BadGatewayError")
+    assert "refused the proxy's key" in err["message"] and "vllm_api_key" in err["message"]
+    assert len(secured.decode.tagged(tag_of(text))) == 1
+    assert "refused the proxy's key (HTTP 401)" in secured.w.output()
+
+
+def test_the_body_cap(secured):
+    host, port = LOCAL, secured.w.port
+    auth = b"Authorization: Bearer " + SECRETS["api_keys"][0].encode() + b"\r\n"
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + auth
+    # by Content-Length: refused before the body is read
+    answer, _unused = raw_exchange(host, port, [head + b"Content-Length: 5000\r\n\r\n"], timeout=5)
+    status_line, _sep, rest = answer.partition(b"\r\n")
+    assert b" 413 " in status_line, answer
+    body = rest.split(b"\r\n\r\n", 1)[1]
+    assert_openai_error(413, body, 413, "request_too_large")
+    assert b"connection: close" in rest.lower()
+    # chunked: refused once more than the limit came
+    tag = prompt()
+    start = b'{"model": "glm-5.1", "prompt": "%s", "pad": "' % tag.encode()
+    chunk = b"x" * 1024
+    parts = [head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(start), start)]
+    parts += [b"%x\r\n%s\r\n" % (len(chunk), chunk)] * 4  # then nothing more: over the limit, never ended
+    answer, _unused = raw_exchange(host, port, parts, pause=0.05, timeout=5)
+    assert b" 413 " in answer.split(b"\r\n", 1)[0], answer
+    assert_openai_error(413, answer.split(b"\r\n\r\n", 1)[1], 413, "request_too_large")
+    assert not secured.prefill.tagged(tag_of(tag)) and not secured.decode.tagged(tag_of(tag))
+    # the limit itself is accepted
+    text = prompt()
+    body = {"model": "glm-5.1", "prompt": text, "max_tokens": 4, "pad": ""}
+    body["pad"] = "y" * (4096 - len(json.dumps(body)))
+    assert len(json.dumps(body)) == 4096
+    status, _unused, answer = secured.post("/v1/completions", body)
+    assert status == 200, answer
+    status, _unused, answer = secured.post("/v1/completions", dict(body, pad=body["pad"] + "y"))
+    assert_openai_error(status, answer, 413, "request_too_large")
+    assert secured.w.metrics()["a3_proxy_body_too_large_total"] >= 3
+
+
+def test_the_open_request_limit(secured):
+    """Three requests hang (the limit of the edge listener); the fourth gets 503 at once, /healthcheck still
+    answers, and once they are over a request goes through again."""
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(secured.post(
+        "/v1/completions", {"model": "glm-5.1", "prompt": prompt("d=hang")}))) for _unused in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + 2
+        while secured.w.metrics()["a3_proxy_open_requests"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        text = prompt()
+        status, headers, answer = secured.post("/v1/completions", {"model": "glm-5.1", "prompt": text})
+        assert time.monotonic() - t0 < 0.5
+        err = assert_openai_error(status, answer, 503, 503, "ServiceUnavailableError")
+        assert headers["retry-after"] == "7" and "limit" in err["message"]
+        assert not secured.prefill.tagged(tag_of(text))
+        status, _unused, _unused = http("GET", secured.w.base + "/v1/models", headers=CLIENT)
+        assert status == 503
+        assert http("GET", secured.w.base + "/healthcheck")[0] == 200
+    finally:
+        for t in threads:
+            t.join(FIRST_BYTE_S + 5)
+    assert [r[0] for r in results] == [503, 503, 503]  # their first-byte timeout
+    deadline = time.monotonic() + 5
+    while secured.w.metrics()["a3_proxy_open_requests"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert secured.w.metrics()["a3_proxy_open_requests"] == 0
+    assert secured.post("/v1/completions", {"model": "glm-5.1", "prompt": prompt()})[0] == 200
+    assert secured.w.metrics()["a3_proxy_busy_total"] >= 2
+
+
+def test_the_header_timeout_cuts_a_slow_client(secured):
+    before = secured.w.metrics()["a3_proxy_header_timeouts_total"]
+    # headers a line at a time, never complete: cut after the header timeout (1 s), not when the lines stop
+    parts = [b"POST /v1/completions HTTP/1.1\r\n"] + [b"X-Slow-%d: y\r\n" % i for i in range(40)]
+    answer, took = raw_exchange(LOCAL, secured.w.port, parts, pause=0.2, timeout=6)
+    assert 0.9 <= took <= 2.5, took
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert_openai_error(408, answer.split(b"\r\n\r\n", 1)[1], 408, "request_timeout")
+    # a connection that sends nothing at all, on the admin listener too
+    for port in (secured.w.port, secured.w.admin_port):
+        answer, took = raw_exchange(LOCAL, port, [b""], timeout=6)
+        assert took <= 2.5 and answer.startswith(b"HTTP/1.1 408 "), (port, took, answer)
+    # a kept-alive connection: the next request's headers have their own timeout
+    with socket.create_connection((LOCAL, secured.w.port), timeout=6) as sock:
+        sock.sendall(b"GET /healthcheck HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = b""
+        while not first.endswith(b'{"status": "ok"}'):
+            first += sock.recv(4096)
+        assert first.startswith(b"HTTP/1.1 200 ")
+        sock.sendall(b"GET /healthcheck HTTP/1.1\r\nHost: x\r\n")
+        t0 = time.monotonic()
+        answer = read_until_close(sock, t0 + 6)
+        assert answer.startswith(b"HTTP/1.1 408 ") and time.monotonic() - t0 <= 2.5, answer
+    assert secured.w.metrics()["a3_proxy_header_timeouts_total"] >= before + 4
+
+
+def test_the_body_timeout(secured):
+    head = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
+            b"Authorization: Bearer " + SECRETS["api_keys"][1].encode() + b"\r\n\r\n")
+    answer, took = raw_exchange(LOCAL, secured.w.port, [head, b'{"model": '], pause=0.1, timeout=6)
+    assert 0.9 <= took <= 2.5, took
+    assert b" 408 " in answer.split(b"\r\n", 1)[0], answer
+    assert_openai_error(408, answer.split(b"\r\n\r\n", 1)[1], 408, "request_timeout")
+    assert secured.w.metrics()["a3_proxy_body_timeouts_total"] >= 1
+
+
+def test_a_stalled_stream_ends_with_an_error_event_and_done(secured):
+    t0 = time.monotonic()
+    status, headers, answer = secured.post("/v1/completions", {"model": "glm-5.1", "prompt": prompt("d=stall"),
+                                                               "stream": True})
+    took = time.monotonic() - t0
+    assert status == 200 and headers["content-type"].startswith("text/event-stream"), answer
+    assert took <= IDLE_S, took
+    events = sse_events(answer)
+    assert json.loads(events[0])["choices"][0]["text"] == "part"
+    err = json.loads(events[-2])["error"]
+    assert events[-1] == "[DONE]" and len(events) == 3, events
+    assert err["code"] == 504 and "idle timeout" in err["message"] and "the decode backend" in err["message"]
+
+
+def test_a_stalled_answer_gets_504(secured):
+    t0 = time.monotonic()
+    status, _unused, answer = secured.post("/v1/chat/completions", {
+        "model": "glm-5.1", "messages": [{"role": "user", "content": prompt("d=stall")}]})
+    assert time.monotonic() - t0 <= IDLE_S
+    err = assert_openai_error(status, answer, 504, 504, "GatewayTimeoutError")
+    assert "idle timeout" in err["message"]
+    assert secured.w.metrics()["a3_proxy_idle_timeouts_total"] >= 1
+
+
+def test_client_kv_transfer_params_are_dropped(secured):
+    """With a prefill answer that carries no kv_transfer_params, the upstream would hand the client's own to the
+    decode (which remote blocks to pull, from which host)."""
+    text = prompt("p=nokv")
+    evil = {"do_remote_prefill": True, "remote_host": "203.0.113.9", "remote_port": 1, "remote_block_ids": [7]}
+    status, _unused, answer = secured.post("/v1/completions", {"model": "glm-5.1", "prompt": text, "max_tokens": 4,
+                                                               "kv_transfer_params": evil})
+    assert status == 200, answer
+    (prefill,) = secured.prefill.tagged(tag_of(text))
+    (decode,) = secured.decode.tagged(tag_of(text))
+    assert prefill["body"]["kv_transfer_params"]["do_remote_decode"] is True  # the upstream's own
+    assert "kv_transfer_params" not in decode["body"], decode["body"]
+    assert "203.0.113.9" not in json.dumps(prefill["body"])
+    assert secured.w.metrics()["a3_proxy_kv_transfer_params_dropped_total"] >= 1
+
+
+def test_models_come_from_a_healthy_backend(secured, dead):
+    status, _unused, answer = http("GET", secured.w.base + "/v1/models", headers=CLIENT)
+    assert status == 200 and json.loads(answer)["data"][0]["id"] == "glm-5.1"
+    last = [c for c in secured.decode.calls if c["path"] == "/v1/models"][-1]
+    assert last["auth"] == "Bearer " + SECRETS["backend_api_key"]  # a decode first, with the backend key
+    # the prefill answers /health but no decode does: still one healthy backend to ask
+    status, _unused, answer = http("GET", dead.w.base + "/v1/models")
+    assert status == 200 and json.loads(answer)["object"] == "list"
+    dead.w.wait_health(503, 5)
+    status, _unused, _unused = http("POST", dead.w.admin + "/a3/drain", {"backends": [dead.prefill.key_text]})
+    try:
+        status, headers, answer = http("GET", dead.w.base + "/v1/models")
+        err = assert_openai_error(status, answer, 503, 503, "ServiceUnavailableError")
+        assert headers["retry-after"] == "7" and "127.0.0.1" not in err["message"]
+    finally:
+        http("POST", dead.w.admin + "/a3/undrain", {"backends": [dead.prefill.key_text]})
+
+
+def test_the_public_healthcheck_names_no_backend(dead):
+    status, headers, answer = http("GET", dead.w.base + "/healthcheck")
+    assert status == 503 and headers["retry-after"] == "7"
+    assert json.loads(answer) == {"status": "unavailable", "missing": ["decode"],
+                                  "message": "no healthy decode backend in rotation; retry later"}
+    status, _unused, answer = http("GET", dead.w.admin + "/healthcheck")
+    assert status == 503 and "127.0.0.1:" in json.loads(answer)["message"]  # the admin one does
+    status, headers, answer = dead.post("/v1/completions", {"model": "glm-5.1", "prompt": prompt()}, headers={})
+    err = assert_openai_error(status, answer, 503, 503, "ServiceUnavailableError")
+    assert headers["retry-after"] == "7" and err["message"] == "no healthy decode backend in rotation; retry later"
+
+
+def _failures(edge):
+    """A series of requests that fail in every way the proxy knows, each in its own thread where it waits."""
+    post = edge.post
+    plans = [
+        ("/v1/completions", {"prompt": prompt("d=err500")}),                     # empty 200 of the upstream
+        ("/v1/completions", {"prompt": prompt("d=err500"), "stream": True}),
+        ("/v1/completions", {"prompt": prompt("p=err500")}),                     # the upstream raises
+        ("/v1/completions", {"prompt": prompt("d=leak400")}),                    # a backend's 4xx
+        ("/v1/completions", {"prompt": prompt(), "max_tokens": -1, "stream": True}),
+        ("/v1/completions", {"prompt": prompt("d=hang")}),                       # first-byte timeout
+        ("/v1/completions", {"prompt": prompt("p=hang"), "stream": True}),
+        ("/v1/completions", {"prompt": prompt("d=stall"), "stream": True}),      # idle timeout
+        ("/v1/completions", {"prompt": prompt("d=stall")}),
+        ("/v1/completions", {"prompt": prompt("d=cut"), "stream": True}),        # cut mid-stream
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": prompt("p=nokv")}], "max_tokens": 2}),
+    ]
+    answers = []
+
+    def one(path, extra):
+        answers.append(post(path, dict({"model": "glm-5.1"}, **extra)))
+
+    threads = [threading.Thread(target=one, args=plan) for plan in plans]
+    for t in threads:
+        t.start()
+    # a client that leaves in the middle of a stream
+    conn = httpclient.HTTPConnection(LOCAL, edge.w.port, timeout=5)
+    conn.request("POST", "/v1/completions", json.dumps({"model": "glm-5.1", "prompt": prompt("d=stall"),
+                                                        "stream": True}),
+                 {"content-type": "application/json", **CLIENT})
+    response = conn.getresponse()
+    assert response.status == 200 and response.read1(100)
+    conn.close()
+    for t in threads:
+        t.join(FIRST_BYTE_S + 10)
+    return answers
+
+
+def test_the_upstream_load_counts_are_released_whatever_way_a_request_ends(lenient):
+    answers = _failures(lenient)
+    codes = sorted(a[0] for a in answers)
+    assert codes == [200, 200, 200, 400, 400, 502, 502, 502, 503, 503, 504], codes
+    backs = lenient.settled()
+    for back in backs.values():
+        assert back["inflight_requests"] == 0 and back["outstanding_load"] == 0, back
+    assert lenient.post("/v1/completions", {"model": "glm-5.1", "prompt": prompt()})[0] == 200
+    assert lenient.w.metrics()["a3_proxy_load_released_total"] >= 8
+
+
+def test_no_internal_address_in_any_client_body(lenient, dead):
+    bodies = [a[2] for a in _failures(lenient)]
+    bodies += [http("GET", dead.w.base + "/healthcheck")[2],
+               dead.post("/v1/completions", {"model": "glm-5.1", "prompt": prompt()}, headers={})[2],
+               http("GET", lenient.w.base + "/a3/backends", headers=CLIENT)[2],
+               http("GET", lenient.w.base + "/v1/models", headers=CLIENT)[2]]
+    ports = [str(p) for p in (lenient.prefill.port, lenient.decode.port, dead.prefill.port)]
+    for body in bodies:
+        text = body.decode("utf-8", "replace")
+        assert "127.0.0.1" not in text and "http://" not in text, text
+        assert not any(re.search(r"\b%s\b" % p, text) for p in ports), text
+    assert any("[address hidden]" in b.decode() for b in bodies)  # the engine's own 400 named its URL
+    log = lenient.w.output()
+    assert f"decode backend {lenient.decode.key_text}" in log and f"http://{lenient.decode.key_text}" in log
+
+
+# ----------------------------------------------------------------------------- etcd over TLS
+
+def _openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _pki(tmp):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, all made with the openssl tool."""
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+             "-subj", "/CN=test etcd ca", cwd=tmp)
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth"),
+                      ("client", "extendedKeyUsage=clientAuth")):
+        (tmp / f"{name}.ext").write_text(ext + "\n")
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                 "-subj", f"/CN=a3 {name}", cwd=tmp)
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-out", f"{name}.crt", "-days", "1", "-extfile", f"{name}.ext", cwd=tmp)
+    return tmp
+
+
+class TlsEtcd:
+    """etcd's JSON gateway, POST /v3/kv/range only, over TLS with client certificates required."""
+
+    def __init__(self, pki, kvs):
+        self.peers = []
+        etcd = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                etcd.peers.append(dict(x[0] for x in self.connection.getpeercert()["subject"])["commonName"])
+                data = json.dumps({"header": {}, "kvs": kvs}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pki / "server.crt", pki / "server.key")
+        context.load_verify_locations(pki / "ca.crt")
+        context.verify_mode = ssl.CERT_REQUIRED
+        self.server = ThreadingHTTPServer((LOCAL, 0), Handler)
+        self.server.daemon_threads = True
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl tool to make test certificates")
+def test_etcd_over_tls_with_a_client_certificate(tmp_path):
+    import base64
+    (tmp_path / "pki").mkdir()
+    pki = _pki(tmp_path / "pki")
+    worker = "127.0.0.1:18481"
+    kv = {"key": base64.b64encode(b"/datasystem/cluster/" + worker.encode()).decode(),
+          "value": base64.b64encode(b"1700000000;ready").decode()}
+    etcd = TlsEtcd(pki, [kv])
+    edge = None
+    try:
+        edge = Edge(tmp_path, "tls", extra=["--a3-etcd", f"https://127.0.0.1:{etcd.port}", "--a3-etcd-ca",
+                                            str(pki / "ca.crt"), "--a3-etcd-cert", str(pki / "client.crt"),
+                                            "--a3-etcd-key", str(pki / "client.key"), "--a3-ds-worker", worker])
+        m = edge.w.metrics()
+        assert m["a3_proxy_etcd_read_ok"] == 1 and m[f'a3_proxy_ds_worker_registered{{worker="{worker}"}}'] == 1
+        assert etcd.peers and set(etcd.peers) == {"a3 client"}  # the proxy presented its client certificate
+    finally:
+        if edge is not None:
+            edge.stop()
+        etcd.stop()

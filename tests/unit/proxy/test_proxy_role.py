@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+"""roles/proxy against its wrapper: every file of the package is shipped, the limits' defaults agree with the
+wrapper's, the command line the role builds parses with the wrapper's parser and carries no secret, the secrets
+file is written in its own call with no_log and no diff."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from a3proxy import cli
+
+from proxy_fakes import FILES
+
+ROOT = Path(__file__).resolve().parents[3]
+ROLE = ROOT / "roles" / "proxy"
+
+
+def _yaml(path):
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def test_the_role_ships_every_file_of_the_wrapper():
+    sources = _yaml(ROLE / "vars" / "main.yml")["proxy_wrapper_sources"]
+    package = sorted(["a3_proxy.py"] + ["a3proxy/" + p.name for p in (FILES / "a3proxy").glob("*.py")])
+    assert sorted(s["src"] for s in sources) == package
+    for source in sources:
+        assert source["dest"] == "{{ a3_host_work_dir }}/" + source["src"] and source["mode"] == "0644"
+
+
+def test_the_limits_defaults_are_the_wrappers():
+    ours, _unused = cli.split_argv([])
+    defaults = _yaml(ROLE / "defaults" / "main.yml")
+    pairs = {"max-body-bytes": "proxy_max_body_bytes", "max-inflight": "proxy_max_inflight",
+             "header-timeout": "proxy_header_timeout", "body-timeout": "proxy_body_timeout",
+             "idle-timeout": "proxy_idle_timeout"}
+    builtin = dict(flag.split("=", 1) for flag in _yaml(ROLE / "vars" / "main.yml")["proxy_limit_defaults"])
+    assert sorted(builtin) == sorted("--a3-" + flag for flag in pairs)
+    for flag, var in pairs.items():
+        wrapper_default = getattr(ours, "a3_" + flag.replace("-", "_"))
+        assert defaults[var] == wrapper_default and float(builtin["--a3-" + flag]) == wrapper_default, flag
+        assert str(defaults[var]) == builtin["--a3-" + flag]  # the text the role compares
+    assert (_yaml(ROOT / "roles" / "common" / "defaults" / "main.yml")["proxy_admin_port"], ours.a3_admin_port) == \
+        (8089, 8089)
+
+
+def test_the_spec_lists_the_shared_values_the_role_reads():
+    options = _yaml(ROLE / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+    for name in ("proxy_api_keys", "proxy_admin_token", "vllm_api_key"):
+        assert options[name].get("no_log") is True, name
+    for name in ("proxy_admin_bind_host", "proxy_admin_port", "proxy_admin_url", "etcd_tls", "etcd_pki_dir",
+                 "proxy_max_body_bytes", "proxy_max_inflight", "proxy_header_timeout", "proxy_body_timeout",
+                 "proxy_idle_timeout"):
+        assert name in options, name
+
+
+def test_the_secrets_file_is_written_alone_without_log_or_diff():
+    tasks = _yaml(ROLE / "tasks" / "files.yml")
+    calls = [t for t in tasks if "ascend.vllm_pd.files" in t]
+    assert len(calls) == 2
+    wrapper, secrets = calls
+    assert "proxy_secrets" not in json.dumps(wrapper)
+    (entry,) = secrets["ascend.vllm_pd.files"]["files"]
+    assert "proxy_secrets" in entry["content"] and entry["mode"] == "0600"
+    assert secrets["no_log"] is True and secrets["diff"] is False
+    run = (ROLE / "tasks" / "run.yml").read_text()
+    assert "proxy_secrets_file | default({}) is changed" in run  # a changed secret restarts the proxy
+
+
+RENDER = r'''
+import json, os, sys, yaml
+from ansible.plugins.loader import init_plugin_loader
+init_plugin_loader([sys.argv[1]])
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+root = sys.argv[2]
+def trust(x):
+    if isinstance(x, str):
+        return trust_as_template(x)
+    if isinstance(x, list):
+        return [trust(i) for i in x]
+    if isinstance(x, dict):
+        return {k: trust(i) for k, i in x.items()}
+    return x
+base = {}
+for path in ("roles/common/defaults/main.yml", "roles/proxy/defaults/main.yml", "roles/proxy/vars/main.yml"):
+    base.update(yaml.safe_load(open(os.path.join(root, path))))
+results = []
+for case in json.loads(sys.argv[3]):
+    templar = Templar(loader=DataLoader(), variables=trust(dict(base, **case)))
+    results.append([templar.template(trust_as_template("{{ %s }}" % name)) for name in ("proxy_argv", "proxy_secrets")])
+print(json.dumps(results))
+'''
+A3 = {"etcd_address": "10.0.0.1:2379", "proxy_ip": "10.0.0.1", "hosts": {"p0": {"ds_worker_addr": "10.0.0.1:18481"}},
+      "sides": {"prefill": {"backend_hosts": ["10.0.0.1"], "api_ports": [6700]},
+                "decode": {"backend_hosts": ["10.0.0.2"], "api_ports": [6700]}}}
+
+
+KEYS = ["client-SECRET-1", "client-SECRET-2"]
+CASES = {
+    "default": {},
+    "secured": dict(proxy_api_keys=KEYS, proxy_admin_token="admin-SECRET-3", vllm_api_key="engine-SECRET-4",
+                    etcd_tls=True, proxy_max_inflight=1024, proxy_idle_timeout=300, proxy_body_timeout=30,
+                    proxy_admin_bind_host="0.0.0.0", proxy_admin_port=9089),
+    "engine key": dict(vllm_api_key="engine-key"),
+    "bare": dict(proxy_wrapper=False),
+}
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    """{case: (proxy_argv, proxy_secrets)} as the role's variables make them for each of CASES (ansible-core's
+    templating, in one process of its own)."""
+    pytest.importorskip("ansible.template")
+    collections = ROOT / ".venv" / "collections"
+    if not (collections / "ansible_collections" / "ascend" / "vllm_pd").exists():
+        pytest.skip("the checkout is not linked into .venv/collections (tests/conftest.py does it)")
+    cases = [dict({"a3": A3, "inventory_hostname": "p0"}, **values) for values in CASES.values()]
+    out = subprocess.run([sys.executable, "-c", RENDER, str(collections), str(ROOT), json.dumps(cases)],
+                         capture_output=True, text=True, timeout=120, check=False, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr[-3000:]
+    return dict(zip(CASES, (tuple(r) for r in json.loads(out.stdout))))
+
+
+def test_the_default_command_line_only_adds_the_admin_listener(rendered):
+    argv, secrets = rendered["default"]
+    assert secrets == {}
+    assert argv[:2] == ["python", "a3_proxy.py"]
+    assert argv[-4:] == ["--a3-admin-host", "127.0.0.1", "--a3-admin-port", "8089"]
+    assert not any(a.startswith(("--a3-secrets-file", "--a3-max", "--a3-header", "--a3-body", "--a3-idle",
+                                 "--a3-etcd-")) for a in argv)
+    ours, rest = cli.split_argv(argv[2:])
+    assert ours.a3_etcd_endpoint.base_url == "http://10.0.0.1:2379"
+    assert rest[:4] == ["--port", "8088", "--host", "0.0.0.0"]
+
+
+def test_secrets_tls_and_limits_on_the_command_line(rendered):
+    argv, secrets = rendered["secured"]
+    assert secrets == {"api_keys": KEYS, "admin_token": "admin-SECRET-3", "backend_api_key": "engine-SECRET-4"}
+    assert not any("SECRET" in a for a in argv)  # secrets never in argv
+    ours, _unused = cli.split_argv(argv[2:])
+    assert ours.a3_secrets_file == "/workspace/glm5-a3-large-ep/proxy-secrets.json"
+    assert (ours.a3_max_inflight, ours.a3_idle_timeout, ours.a3_body_timeout) == (1024, 300.0, 30.0)
+    assert "--a3-max-inflight=1024" in argv and not any(a.startswith("--a3-body-timeout") for a in argv)
+    assert ours.a3_etcd_endpoint.base_url == "https://10.0.0.1:2379"
+    assert (ours.a3_etcd_ca, ours.a3_etcd_cert, ours.a3_etcd_key) == tuple(
+        "/workspace/glm5-a3-large-ep/etcd-pki/" + f for f in ("ca.crt", "client.crt", "client.key"))
+    assert (ours.a3_admin_host, ours.a3_admin_port) == ("0.0.0.0", 9089)
+
+
+def test_only_the_set_secrets_go_into_the_file(rendered):
+    _unused, secrets = rendered["engine key"]
+    assert secrets == {"backend_api_key": "engine-key"}
+
+
+def test_the_bare_upstream_gets_no_wrapper_option(rendered):
+    argv, _unused = rendered["bare"]
+    assert argv[1] == "load_balance_proxy_server_example.py" and not any(a.startswith("--a3-") for a in argv)
