@@ -68,6 +68,10 @@ VALIDATION_KEYS = (
     "vllm_log_file", "preflight_page_size", "preflight_min_hdk", "preflight_min_cann", "preflight_fabric_min_hdk",
     "preflight_fabric_min_cann", "preflight_memory_reserve", "gate_expect_pattern",
     "proxy_admin_bind_host", "proxy_admin_token", "proxy_api_keys", "vllm_api_key", "etcd_tls",
+    "etcd_tls_ca_days", "etcd_tls_cert_days", "etcd_tls_renew_days", "proxy_max_body_bytes", "proxy_max_inflight",
+    "proxy_header_timeout", "proxy_body_timeout", "proxy_idle_timeout", "yuanrong_curve_zmq",
+    "monitoring_prometheus_web_tls", "monitoring_prometheus_web_users", "monitoring_prometheus_web_user",
+    "monitoring_prometheus_web_password",
 )
 HOST_KEYS = TOPOLOGY_KEYS + VALIDATION_KEYS
 

@@ -62,7 +62,9 @@ WORKER_FLAGS = {"worker_address": "yuanrong_worker_port", "etcd_address": "yuanr
                 "shared_memory_size_mb": "yuanrong_shared_memory_size_mb",
                 "node_timeout_s": "yuanrong_node_timeout_s", "node_dead_timeout_s": "yuanrong_node_dead_timeout_s",
                 "arena_per_tenant": "yuanrong_arena_per_tenant", "enable_huge_tlb": "yuanrong_enable_huge_tlb",
-                "liveness_check_path": "yuanrong_liveness_path"}
+                "liveness_check_path": "yuanrong_liveness_path", "enable_etcd_auth": "etcd_tls",
+                "etcd_ca": "etcd_tls", "etcd_cert": "etcd_tls", "etcd_key": "etcd_tls",
+                "enable_curve_zmq": "yuanrong_curve_zmq", "curve_key_dir": "yuanrong_curve_zmq"}
 # The proxy script's own arguments (roles/proxy/vars: proxy_upstream_args) and the wrapper's --a3-* ones.
 PROXY_FLAGS = ("port", "host", "prefiller-hosts", "prefiller-ports", "decoder-hosts", "decoder-ports")
 # Environment the role derives per node: run_dp_template.sh sets $local_ip, $nic_name, $ds_worker_addr and
@@ -115,14 +117,18 @@ INT_KEYS = (
     ("gate_request_timeout", 1), ("gate_pool_prefix_words", 1),
     ("preflight_npu_smi_timeout", 1), ("preflight_hccn_timeout", 1), ("preflight_hccn_max_workers", 1),
     ("preflight_hbm_used_limit_mb", 0), ("preflight_ping_count", 1),
+    ("etcd_tls_ca_days", 1), ("etcd_tls_cert_days", 1), ("etcd_tls_renew_days", 1),
+    ("proxy_max_body_bytes", 1024), ("proxy_max_inflight", 1),
 )
 # Seconds the honest proxy reads as floats (--a3-probe-interval etc.).
-FLOAT_KEYS = ("proxy_probe_interval", "proxy_probe_timeout", "proxy_first_byte_timeout")
+FLOAT_KEYS = ("proxy_probe_interval", "proxy_probe_timeout", "proxy_first_byte_timeout", "proxy_header_timeout",
+              "proxy_body_timeout", "proxy_idle_timeout")
 BOOL_KEYS = (
     "container_privileged", "hugepages_per_numa", "patches_verify_backend", "patches_pip_compile", "proxy_wrapper",
     "yuanrong_enable_huge_tlb", "gate_pool_check", "vllm_kv_pool_enabled", "preflight_hccs_ping", "preflight_strict_link",
     "preflight_strict_net_health", "preflight_memory_check", "preflight_buffer_pool_advice",
     "preflight_docker_check", "preflight_model_check", "preflight_nic_check", "preflight_port_check", "etcd_tls",
+    "yuanrong_curve_zmq", "monitoring_prometheus_web_tls",
 )
 # Absolute paths; the second element says whether '/' itself is refused (a directory the roles create,
 # mount or fill).
@@ -174,6 +180,7 @@ OTHER_KEYS = (
     "supervise_engine_service", "vllm_log_file", "preflight_page_size", "preflight_min_hdk", "preflight_min_cann",
     "preflight_fabric_min_hdk", "preflight_fabric_min_cann", "preflight_memory_reserve", "gate_expect_pattern",
     "proxy_admin_bind_host", "proxy_admin_token", "proxy_api_keys", "vllm_api_key",
+    "monitoring_prometheus_web_users", "monitoring_prometheus_web_user", "monitoring_prometheus_web_password",
 )
 RULE_KEYS = tuple(dict.fromkeys(
     [k for k, _unused in INT_KEYS] + list(FLOAT_KEYS) + list(BOOL_KEYS) + [k for k, _unused in PATH_KEYS]
@@ -515,6 +522,42 @@ def _check_etcd(h):
                 "https://github.com/etcd-io/etcd/releases/download")
 
 
+def _check_etcd_tls(h):
+    """The certificates' lifetimes: a renewal window as long as a certificate's life would reissue it on every run."""
+    renew = _int(h.get("etcd_tls_renew_days"))
+    for key in ("etcd_tls_cert_days", "etcd_tls_ca_days"):
+        days = _int(h.get(key))
+        if renew is not None and days is not None and renew >= days:
+            h.error("etcd_tls_renew_days", renew, "it is not below %s (%d), so every run would reissue the "
+                    "certificates and restart etcd and the workers: set fewer days (default 30)" % (key, days))
+
+
+_BCRYPT_RE = re.compile(r"^\$2[aby]\$\d{2}\$[./A-Za-z0-9]{53}$")
+
+
+def _check_prometheus_web(h):
+    """Prometheus' basic-auth users (bcrypt hashes, as its web config takes them) and the role's own login."""
+    users = h.get("monitoring_prometheus_web_users")
+    if users is _ABSENT or users in (None, {}):
+        return
+    if not isinstance(users, dict):
+        h.error("monitoring_prometheus_web_users", "(not shown)", "set a mapping {user: bcrypt hash}")
+        return
+    bad = sorted(str(u) for u, hashed in users.items() if not (isinstance(hashed, str) and _BCRYPT_RE.match(hashed)))
+    if bad:
+        h.errors.append("%s: monitoring_prometheus_web_users: the value of %s is not a bcrypt hash: set "
+                        "the output of 'htpasswd -nBC 10 USER' after the colon (Prometheus' web config takes hashes)"
+                        % (h.name, ", ".join(bad)))
+    user, password = h.get("monitoring_prometheus_web_user"), h.get("monitoring_prometheus_web_password")
+    if user is not _ABSENT and user not in users:
+        h.errors.append("%s: monitoring_prometheus_web_user is %r: the role's own calls log in as this user, which "
+                        "monitoring_prometheus_web_users does not list: set one of %s"
+                        % (h.name, user, ", ".join(sorted(map(str, users)))))
+    if password in ("", None):
+        h.errors.append("%s: monitoring_prometheus_web_password is not set: the role's own calls need the password "
+                        "of monitoring_prometheus_web_user (Ansible Vault)" % h.name)
+
+
 def _wheel_version(path):
     parts = str(path).rsplit("/", 1)[-1].split("-")
     return parts[1] if len(parts) >= 5 and str(path).endswith(".whl") else None
@@ -829,6 +872,13 @@ def _secret_problem(value):
     return None
 
 
+def _check_curve(h):
+    if _bool(h.get("yuanrong_curve_zmq")):
+        h.error("yuanrong_curve_zmq", True, "the workers would refuse the engines: vllm-ascend's yuanrong backend "
+                "connects without the CURVE client keys, which the vllm role does not pass yet (the KV pool would break "
+                "silently): set false and keep the worker port on the business network (README 'Security')")
+
+
 def _check_security(h, etcd_host):
     """The proxy's admin listener and the keys (checked on the proxy host, where the proxy reads them). No message
     shows a key's value. Returns what listens without credentials, for one warning of the whole inventory."""
@@ -953,6 +1003,7 @@ def check_hosts(inv: dict, ordered: list, sides: dict):
         _check_kv(h)
         _check_supervise(h)
         _check_preflight(h)
+        _check_curve(h)
     errors_g, warnings_g = _check_same_everywhere(hosts, ordered, sides)
     return errors + errors_g, warnings + warnings_g
 
@@ -963,9 +1014,11 @@ def check_service_hosts(inv: dict, etcd_host, proxy_host):
     hosts = inv.get("hosts") or {}
     if etcd_host in hosts:
         _check_etcd(_Host(etcd_host, hosts[etcd_host], errors, warnings))
+        _check_etcd_tls(_Host(etcd_host, hosts[etcd_host], errors, warnings))
     if proxy_host in hosts:
         h = _Host(proxy_host, hosts[proxy_host], errors, warnings)
         _check_proxy(h)
+        _check_prometheus_web(h)
         open_listeners = _check_security(h, etcd_host)
         if open_listeners:
             warnings.append("listeners that take requests without credentials: %s. That is the seed's configuration; "

@@ -41,6 +41,20 @@ ENGINE_PATTERN = "^[^ ]*python[0-9.]* -m vllm_sim serve"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
+def _etcd_base() -> tuple:
+    """(base URL, opener) of etcd's JSON gateway: plain HTTP, or with $A3SIM_ETCD_PKI (a directory with ca.crt,
+    client-p0.crt and client-p0.key, as the etcd role makes them on the controller) TLS with a client certificate
+    (a deployment with etcd_tls: true refuses anything else)."""
+    pki = os.environ.get("A3SIM_ETCD_PKI")
+    if not pki:
+        return "http://%s" % ETCD, _OPENER
+    import ssl
+    ctx = ssl.create_default_context(cafile=os.path.join(pki, "ca.crt"))
+    ctx.load_cert_chain(os.path.join(pki, "client-p0.crt"), os.path.join(pki, "client-p0.key"))
+    return "https://%s" % ETCD, urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                                            urllib.request.HTTPSHandler(context=ctx))
+
+
 # ------------------------------------------------------------------------------------ observation
 
 def node_sh(node: str, cmd: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -75,10 +89,11 @@ def registered_workers() -> list:
     "<ts>;ready[;hostId]"), through etcd's JSON gateway."""
     body = {"key": base64.b64encode(b"/datasystem/cluster/").decode(),
             "range_end": base64.b64encode(b"/datasystem/cluster0").decode()}
-    req = urllib.request.Request("http://%s/v3/kv/range" % ETCD, data=json.dumps(body).encode(),
+    base, opener = _etcd_base()
+    req = urllib.request.Request(base + "/v3/kv/range", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     try:
-        with _OPENER.open(req, timeout=3) as resp:
+        with opener.open(req, timeout=3) as resp:
             kvs = json.loads(resp.read()).get("kvs", [])
     except (OSError, ValueError):
         return []

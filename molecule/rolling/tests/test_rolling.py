@@ -25,7 +25,16 @@ sys.path.insert(0, str(ROOT / "sim" / "lib"))
 import faultsuite  # noqa: E402
 import loadgen  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "molecule" / "shared"))
+from hostile_suite import load_vars  # noqa: E402
+
 LAYOUT = "molecule/rolling/vars/layout.yml"
+HARDENED = "molecule/rolling/vars/hardened.yml"   # every protection on; its keys in Ansible Vault
+VAULT_PASSWORD_FILE = ROOT / "molecule/rolling/vault-pass.txt"
+# faultsuite reads etcd (TLS with client certificates here) with the controller's copy of the etcd PKI
+os.environ["A3SIM_ETCD_PKI"] = str(Path.home() / ".ascend-vllm-pd" / "127.30.0.11" / "etcd-pki")
+# The clients carry the first client key, as the README's chat does with keys on.
+API_KEY = load_vars(ROOT / HARDENED, VAULT_PASSWORD_FILE)["proxy_api_keys"][0]
 NODES = ("p0", "p1", "d0", "d1")
 INSTANCES = {"p0": 2, "p1": 2, "d0": 4, "d1": 4}
 
@@ -37,15 +46,18 @@ def playbook(*args, timeout=1800, name="rolling_restart.yml"):
     """ansible-playbook NAME with the layout and the checkout's ansible.cfg, as an operator runs it (molecule points
     ANSIBLE_CONFIG at its own, whose callback prints results as JSON); .stdout holds stdout and stderr (a failed
     task's message goes to stderr when display_failed_stderr is set)."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    return subprocess.run(["ansible-playbook", "playbooks/" + name, "-i", "inventories/sim", "-e", "@" + LAYOUT, *args],
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_VAULT_PASSWORD_FILE=str(VAULT_PASSWORD_FILE))
+    return subprocess.run(["ansible-playbook", "playbooks/" + name, "-i", "inventories/sim", "-e", "@" + LAYOUT,
+                           "-e", "@" + HARDENED, *args],
                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
                           check=False, stdin=subprocess.DEVNULL, env=env)
 
 
 def roll_under_load(*args):
     """Run the roll while three clients send chat completions through the proxy: (run, seconds, outcomes)."""
-    load = loadgen.Load(faultsuite.PROXY, faultsuite.MODEL, clients=3, timeout=60, max_duration=1500, interval=0.2)
+    load = loadgen.Load(faultsuite.PROXY, faultsuite.MODEL, clients=3, timeout=60, max_duration=1500, interval=0.2,
+                        api_key=API_KEY)
     load.start()
     assert load.wait_good(3, timeout=60), "no good answers through the proxy before the roll"
     t0 = time.monotonic()

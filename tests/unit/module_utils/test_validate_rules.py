@@ -895,3 +895,37 @@ def test_the_admin_port_is_checked_against_the_proxy_hosts_other_ports():
     assert any("proxy_admin_port" in e and "proxy_port" in e for e in errors), errors
     errors, _unused = T.validate(seed(proxy_admin_port=70000))
     assert any("proxy_admin_port" in e and "65535" in e for e in errors), errors
+
+
+def test_a_renewal_window_as_long_as_a_certificates_life_is_refused():
+    one(seed(etcd_tls_renew_days=365), prefix="p0", must=("etcd_tls_renew_days", "etcd_tls_cert_days (365)"))
+    one(seed(etcd_tls_renew_days=364, etcd_tls_ca_days=300), prefix="p0", must=("etcd_tls_ca_days (300)",))
+    assert new_messages(seed(etcd_tls_renew_days=364), "error") == []
+
+
+def test_curve_is_refused_until_the_engines_carry_its_keys():
+    one(seed(yuanrong_curve_zmq=True), must=("yuanrong_curve_zmq", "set false"))
+
+
+def test_prometheus_users_need_bcrypt_hashes_and_the_roles_login():
+    hashed = "$2b$10$" + "a" * 53
+    assert new_messages(seed(monitoring_prometheus_web_users={"ops": hashed}, monitoring_prometheus_web_user="ops",
+                             monitoring_prometheus_web_password="pw"), "error") == []
+    msg = one(seed(monitoring_prometheus_web_users={"ops": "plain-password"}, monitoring_prometheus_web_user="ops",
+                   monitoring_prometheus_web_password="pw"), prefix="p0", must=("bcrypt",))
+    assert "plain-password" not in msg
+    one(seed(monitoring_prometheus_web_users={"ops": hashed}, monitoring_prometheus_web_user="root",
+             monitoring_prometheus_web_password="pw"), prefix="p0", must=("monitoring_prometheus_web_user",))
+    one(seed(monitoring_prometheus_web_users={"ops": hashed}, monitoring_prometheus_web_user="ops",
+             monitoring_prometheus_web_password=""), prefix="p0", must=("monitoring_prometheus_web_password",))
+
+
+@pytest.mark.parametrize("flag", ["etcd_ca", "enable_etcd_auth", "curve_key_dir"])
+def test_worker_flags_the_roles_set_cannot_be_repeated(flag):
+    one(seed(yuanrong_worker_flags={flag: "x"}), must=("yuanrong_worker_flags",))
+
+
+@pytest.mark.parametrize("key, value", [("proxy_max_inflight", 0), ("proxy_max_body_bytes", 10),
+                                        ("proxy_idle_timeout", 0), ("proxy_header_timeout", -1)])
+def test_proxy_limits_are_positive(key, value):
+    one(seed(**{key: value}), must=(key,))
