@@ -254,18 +254,29 @@ def test_a_body_that_is_not_a_json_object_gets_400(edge, still_serving, raw):
     assert_openai_error(status, body, 400)
 
 
-def _read_reply(sock):
-    """Everything the server sends until it closes or stops for 5 s."""
-    sock.settimeout(5)
-    got = b""
-    while True:
-        try:
-            data = sock.recv(65536)
-        except (ConnectionResetError, socket.timeout):
-            data = b""
-        if not data:
-            return got
-        got += data
+def raw_exchange(edge, data, timeout):
+    """Send raw bytes to the proxy's public port and read what it sends until it closes the connection or is silent
+    for `timeout` s: (bytes received, seconds from the send to the end)."""
+    parts = urllib.parse.urlsplit(edge["proxy"])
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=timeout)
+    try:
+        sock.sendall(data)
+        t0 = time.monotonic()
+        got = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                chunk = b""
+            if not chunk:
+                return got, time.monotonic() - t0
+            got += chunk
+    finally:
+        sock.close()
+
+
+def auth_line(edge):
+    return ("Authorization: Bearer %s\r\n" % edge["api_key"]).encode() if edge["api_key"] else b""
 
 
 def test_a_50_mb_body_gets_413_before_anything_is_forwarded(edge, still_serving):
@@ -274,20 +285,11 @@ def test_a_50_mb_body_gets_413_before_anything_is_forwarded(edge, still_serving)
     cap = edge["limits"]["max_body_bytes"]
     size = 50 * 1024 * 1024
     assert size > cap
-    parts = urllib.parse.urlsplit(edge["proxy"])
-    auth = ("Authorization: Bearer %s\r\n" % edge["api_key"]).encode() if edge["api_key"] else b""
-    t0 = time.monotonic()
-    sock = socket.create_connection((parts.hostname, parts.port), timeout=30)
-    try:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + auth
-                     + b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % size)
-        got = _read_reply(sock)
-    finally:
-        sock.close()
+    got, waited = raw_exchange(edge, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                               b"\r\n" + auth_line(edge) + b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % size, 5)
     assert got.startswith(b"HTTP/1.1 413"), got[:300]
-    head, _sep, body = got.partition(b"\r\n\r\n")
-    assert_openai_error(413, body, 413)
-    assert time.monotonic() - t0 < 15
+    assert_openai_error(413, got.partition(b"\r\n\r\n")[2], 413)
+    assert waited < 15
 
 
 def test_a_50_mb_body_sent_at_once_is_refused_without_taking_it(edge, still_serving):
@@ -343,48 +345,15 @@ def test_client_kv_transfer_params_are_dropped(edge, still_serving):
 def test_a_slow_header_client_is_cut_off(edge, still_serving):
     """A slowloris client: headers that never end are cut within the header timeout."""
     limit = edge["limits"]["header_timeout"]
-    parts = urllib.parse.urlsplit(edge["proxy"])
-    sock = socket.create_connection((parts.hostname, parts.port), timeout=limit + 15)
-    try:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
-        t0 = time.monotonic()
-        got = b""
-        while True:
-            try:
-                data = sock.recv(4096)
-            except (ConnectionResetError, socket.timeout):
-                data = b""
-            if not data:
-                break
-            got += data
-        waited = time.monotonic() - t0
-    finally:
-        sock.close()
+    got, waited = raw_exchange(edge, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", limit + 15)
     assert waited <= limit + 5, "the proxy kept a half-sent request open %.1f s (header timeout %s)" % (waited, limit)
     assert got == b"" or got.startswith(b"HTTP/1.1 408") or got.startswith(b"HTTP/1.1 400"), got[:200]
 
 
 def test_a_slow_body_client_gets_408(edge, still_serving):
     limit = edge["limits"]["body_timeout"]
-    parts = urllib.parse.urlsplit(edge["proxy"])
-    sock = socket.create_connection((parts.hostname, parts.port), timeout=limit + 15)
-    auth = ("Authorization: Bearer %s\r\n" % edge["api_key"]).encode() if edge["api_key"] else b""
-    try:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + auth
-                     + b"Content-Length: 100\r\n\r\n{\"model\":")
-        t0 = time.monotonic()
-        got = b""
-        while True:
-            try:
-                data = sock.recv(4096)
-            except (ConnectionResetError, socket.timeout):
-                data = b""
-            if not data:
-                break
-            got += data
-        waited = time.monotonic() - t0
-    finally:
-        sock.close()
+    got, waited = raw_exchange(edge, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                               b"\r\n" + auth_line(edge) + b"Content-Length: 100\r\n\r\n{\"model\":", limit + 15)
     assert waited <= limit + 5, waited
     assert got.startswith(b"HTTP/1.1 408"), got[:300]
     assert_openai_error(408, got.partition(b"\r\n\r\n")[2], 408)
@@ -457,7 +426,7 @@ def edge_settings(root, *extra_files, vault_password_file=None):
     """The `edge` dict of the simulated cluster, from the proxy role's defaults, the simulation's group_vars and the
     scenario's extra-vars files (in that order, later wins): the same values the deployment used."""
     values = {}
-    for path in ("roles/common/defaults/main.yml", "roles/proxy/defaults/main.yml",
+    for path in ("roles/common/defaults/main.yml", "roles/proxy/defaults/main.yml", "roles/vllm/defaults/main.yml",
                  "inventories/sim/group_vars/all/simulation.yml") + tuple(extra_files):
         values.update(load_vars(root / path, vault_password_file))
     ips = {"p0": "127.30.0.11", "p1": "127.30.0.12", "d0": "127.30.0.13", "d1": "127.30.0.14"}
@@ -469,6 +438,8 @@ def edge_settings(root, *extra_files, vault_password_file=None):
         "admin_token": values.get("proxy_admin_token") or None,
         "engine_key": values.get("vllm_api_key") or None,
         "engines": ["http://%s:%d" % (ips[n], int(values["vllm_api_port"])) for n in ("p0", "d0")],
+        # the canary's period plus its request timeout: the longest a canary round takes to come round
+        "canary_round": float(values.get("vllm_canary_interval", 60)) + float(values.get("vllm_canary_timeout", 30)),
         "limits": dict({name: int(values["proxy_" + name]) for name in ("max_body_bytes", "max_inflight")},
                        **{name: float(values["proxy_" + name]) for name in
                           ("header_timeout", "body_timeout", "idle_timeout")}),
@@ -488,9 +459,10 @@ def _set_fault(node, fault):
 
 
 @pytest.fixture
-def stalled_decode():
+def stalled_decode(edge):
     """Every decode engine answers, then stops midway (engine_stall: a rank frozen mid-answer), until the test ends.
-    Shorter than the canary's patience, so no engine is restarted meanwhile."""
+    Then one canary round passes with the engines well again, so that two stalls in a row never add up to the
+    canary's hang verdict (a restart of the decode groups in the middle of the suite)."""
     fault = {"engine_stall": {"since": time.time() + 3600}}
     for node in ("d0", "d1"):
         _set_fault(node, fault)
@@ -499,9 +471,10 @@ def stalled_decode():
     finally:
         for node in ("d0", "d1"):
             _set_fault(node, None)
+        time.sleep(edge["canary_round"])
 
 
-def test_a_stream_stalled_after_its_first_byte_ends_with_an_error_event(edge, stalled_decode, still_serving):
+def test_a_stream_stalled_after_its_first_byte_ends_with_an_error_event(edge, still_serving, stalled_decode):
     limit = edge["limits"]["idle_timeout"]
     parts = urllib.parse.urlsplit(edge["proxy"])
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=limit + 30)
@@ -523,7 +496,7 @@ def test_a_stream_stalled_after_its_first_byte_ends_with_an_error_event(edge, st
     assert limit - 1 <= waited <= limit + 10, "the stalled stream ended after %.1f s (idle timeout %s)" % (waited, limit)
 
 
-def test_a_non_stream_answer_stalled_midway_gets_504(edge, stalled_decode, still_serving):
+def test_a_non_stream_answer_stalled_midway_gets_504(edge, still_serving, stalled_decode):
     limit = edge["limits"]["idle_timeout"]
     t0 = time.monotonic()
     status, _unused, body = request(edge["proxy"] + "/v1/chat/completions", "POST", chat_body(max_tokens=16),
