@@ -27,6 +27,7 @@ import urllib.parse
 import pytest
 
 MODEL = "glm-5.1"
+FIXTURES = ("still_serving", "stalled_decode")   # what a scenario's module takes over besides the test_ functions
 # What would name an internal address in a client body: an IP literal, or host:port.
 ADDRESS_RE = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b|\b[a-z0-9.-]+:\d{2,5}\b", re.IGNORECASE)
 

@@ -12,8 +12,12 @@ import pytest
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(ROOT / "molecule" / "shared"))
 sys.path.insert(0, str(ROOT / "sim" / "lib"))
-from hostile_suite import *  # noqa: E402,F401,F403  (the suite's tests and fixtures)
+import hostile_suite  # noqa: E402
 from hostile_suite import edge_settings  # noqa: E402
+
+# The suite's tests and fixtures, collected here with this module's `edge`.
+globals().update({name: value for name, value in vars(hostile_suite).items()
+                  if name.startswith("test_") or name in hostile_suite.FIXTURES})
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ keys at the proxy, an admin token, the engines' key, etcd with TLS and client ce
 auth. Besides the suite: without credentials, an engine, etcd and Prometheus refuse."""
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import sys
 from pathlib import Path
@@ -13,8 +15,12 @@ import pytest
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(ROOT / "molecule" / "shared"))
 sys.path.insert(0, str(ROOT / "sim" / "lib"))
-from hostile_suite import *  # noqa: E402,F401,F403  (the suite's tests and fixtures)
-from hostile_suite import edge_settings, load_vars  # noqa: E402
+import hostile_suite  # noqa: E402
+from hostile_suite import edge_settings, load_vars, request  # noqa: E402
+
+# The suite's tests and fixtures, collected here with this module's `edge`.
+globals().update({name: value for name, value in vars(hostile_suite).items()
+                  if name.startswith("test_") or name in hostile_suite.FIXTURES})
 
 HARDENED = "molecule/rolling/vars/hardened.yml"
 VAULT_PASSWORD_FILE = ROOT / "molecule/rolling/vault-pass.txt"
