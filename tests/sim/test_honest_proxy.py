@@ -302,6 +302,16 @@ def sse_events(body):
 
 # ----------------------------------------------------------------------------- fake backends
 
+def send_json(handler, code, obj):
+    """A JSON answer of the test backends' request handlers (BaseHTTPRequestHandler, HTTP/1.1 with a length)."""
+    data = json.dumps(obj).encode()
+    handler.send_response(code)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class FakeBackend:
     """A tiny HTTP backend in this process: GET /health and /v1/models answer 200; POST behaves by mode:
     hang (accept, never answer; notes when the client closes), cut (stream one chunk, then drop the
@@ -321,13 +331,7 @@ class FakeBackend:
             def log_message(self, *args):
                 pass
 
-            def _send(self, code, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+            _send = send_json
 
             def do_GET(self):
                 self._send(200, {"object": "list", "data": []} if "models" in self.path else {})
@@ -500,13 +504,7 @@ class StubEngine:
             def log_message(self, *args):
                 pass
 
-            def _send(self, code, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+            _send = send_json
 
             def _authorized(self):
                 return not stub.key or self.headers.get("authorization") == "Bearer " + stub.key
