@@ -72,7 +72,7 @@ def counting_copy(work: Path) -> Path:
     """A copy of the collection whose derive() counts its calls; returns the collections root."""
     dest = work / "collections" / "ansible_collections" / "ascend" / "vllm_pd"
     shutil.copytree(ROOT, dest, ignore=COPY_IGNORE, symlinks=True)
-    topo = dest / "plugins" / "module_utils" / "_topology.py"
+    topo = dest / "plugins" / "plugin_utils" / "_topology.py"
     text = topo.read_text()
     hook = ("def derive(inv: dict) -> dict:\n"
             "    import os as _os\n"

@@ -7,8 +7,8 @@ from __future__ import annotations
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import from_hostvars
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import validate
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import from_hostvars
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import validate
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
 
 

@@ -15,7 +15,7 @@ description:
   - The openYuanrong datasystem workers are left out - they write their observability data to log files and serve
     no metrics endpoint.
   - The same file provides C(monitoring_dp_sizes) (engine ranks per side) and C(monitoring_ds_workers) (every
-    datasystem worker address with its host and side), see plugins/module_utils/_monitoring.py.
+    datasystem worker address with its host and side), see plugins/plugin_utils/_monitoring.py.
 positional: _input
 options:
   _input:
@@ -51,7 +51,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._monitoring import (
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._monitoring import (
     MonitoringError, dp_sizes, ds_workers, file_sd)
 
 

@@ -13,12 +13,12 @@ description:
     starts and dp address, etcd and proxy hosts, proxy backend lists, DS_WORKER_ADDR,
     kv port ranges, the Mooncake prefill/decode blocks).
   - The same file provides C(size_gib), C(size_mib), C(size_bytes), C(meminfo), C(sections), C(stat_types),
-    C(cann_version) and C(port_hits) (the preflight's host read, see plugins/module_utils/_host.py), C(reported_version)
+    C(cann_version) and C(port_hits) (the preflight's host read, see plugins/plugin_utils/_host.py), C(reported_version)
     (the version a binary prints after a label, as the etcd and monitoring roles read it), C(preflight_host)
     (every host judgement of the preflight on one node, from the registered host read and a dict of settings, see
-    plugins/module_utils/_preflight.py), C(serve_lines), C(shell_dq), C(launcher_argv), C(engine_processes),
+    plugins/plugin_utils/_preflight.py), C(serve_lines), C(shell_dq), C(launcher_argv), C(engine_processes),
     C(engine_env) (vllm_env_common, then vllm_<side>_env, then vllm_env_extra) and C(valued_flags) (a dict of flags
-    and values as the list C(--flag value ...), booleans as true or false), see plugins/module_utils/_render.py.
+    and values as the list C(--flag value ...), booleans as true or false), see plugins/plugin_utils/_render.py.
 positional: _input
 options:
   _input:
@@ -44,14 +44,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._host import (
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._host import (
     cann_version, parse_meminfo, parse_sections, parse_stat, port_hits, reported_version)
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import from_hostvars
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._preflight import judge_host_read
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._prom import prom_sum
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import from_hostvars
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._preflight import judge_host_read
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._prom import prom_sum
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._render import (
     engine_env, engine_processes, launcher_argv, serve_lines, shell_dq, valued_flags)
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import (
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import (
     TOPOLOGY_KEYS, TopologyError, backends, derive, docker_size, parse_size, size_gib, size_mib)
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
 

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""plugins/module_utils/_render.py: vllm serve flags, shell quoting and the process list of the render plan.
+"""plugins/plugin_utils/_render.py: vllm serve flags, shell quoting and the process list of the render plan.
 
 The quoting tests run the quoted text through a real shell: what bash makes of the rendered line must be
 what the render plan (expand / engine_processes) says will run."""
@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import (
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._render import (
     engine_processes, expand, launcher_argv, serve_flag_pairs, serve_lines, shell_dq, valued_flags)
 
 
@@ -216,7 +216,7 @@ def test_engine_processes_one_per_instance_with_its_own_kv_json():
 def test_engine_env_layers_common_side_extra():
     """vllm_side_env (roles/vllm) and preflight_engine_env (roles/preflight) are this one merge: later layers
     win, a key keeps its first position (run_dp_template.sh exports in this order), the inputs stay as they were."""
-    from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import engine_env
+    from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._render import engine_env
     common, side, extra = {"A": "1", "B": "$nic_name"}, {"B": "eth1", "C": "3"}, {"A": "0", "D": "4"}
     got = engine_env(common, side, extra)
     assert got == {"A": "0", "B": "eth1", "C": "3", "D": "4"} and list(got) == ["A", "B", "C", "D"]

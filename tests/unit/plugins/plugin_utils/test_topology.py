@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils import _topology as T
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _topology as T
 
 BASE_HOST = {
     "a3_npus_per_node": 16, "a3_etcd_host": "", "a3_proxy_host": "",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._host import (
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._host import (
     cann_version, parse_meminfo, parse_sections, parse_stat, port_hits)
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import host_ports, parse_size
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import host_ports, parse_size
 
 # Every setting judge_host reads (the names of the variables the preflight role passes); a missing one is
 # an error naming it. The default of the role ships in roles/preflight/defaults or roles/common/defaults.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils import _inventory as I
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import HOST_KEYS, derive
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _inventory as I
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import HOST_KEYS, derive
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
 
 GROUPS = {"prefill": ["p0", "p1"], "decode": ["d0", "d1"], "ungrouped": ["localhost"]}

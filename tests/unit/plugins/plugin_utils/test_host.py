@@ -1,7 +1,7 @@
-"""plugins/module_utils/_host.py: the preflight's one host read, split into its sections."""
+"""plugins/plugin_utils/_host.py: the preflight's one host read, split into its sections."""
 import subprocess
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._host import (
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._host import (
     cann_version, parse_listeners, parse_sections, parse_stat, port_hits, reported_version)
 
 # the same section() function as roles/preflight/tasks/host.yml

@@ -20,7 +20,7 @@ import ipaddress
 import json
 import re
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import (
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import (
     PLACEHOLDER_RE, SIDES, parse_size)
 
 _ABSENT = object()

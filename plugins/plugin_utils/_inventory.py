@@ -4,7 +4,7 @@
 """Build the plain inventory dict that _topology works on from Ansible's hostvars and groups."""
 from __future__ import annotations
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._topology import HOST_KEYS, SIDES
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import HOST_KEYS, SIDES
 
 
 def _plain(value):

@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
-"""plugins/module_utils/_prom.py: sum a metric of a Prometheus text exposition over its label sets."""
+"""plugins/plugin_utils/_prom.py: sum a metric of a Prometheus text exposition over its label sets."""
 from __future__ import annotations
 
 import math
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._prom import prom_sum
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._prom import prom_sum
 
 HITS = "vllm:external_prefix_cache_hits_total"
 

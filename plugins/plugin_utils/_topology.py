@@ -431,7 +431,7 @@ def _validate(inv: dict, allow_placeholders: bool = False):
                           "(e.g. 500G)" % (h, v.get("hugepages_target"), v.get("hugepages_page_size")))
 
     # Every other variable: type, range and what vLLM, the launcher, docker, etcd and the datasystem accept.
-    from ansible_collections.ascend.vllm_pd.plugins.module_utils import _validate_rules as rules
+    from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _validate_rules as rules
     side_of_host = {h: (s[0] if len(s) == 1 else None) for h, s in members.items()}
     more_errors, more_warnings = rules.check_hosts(inv, ordered, side_of_host)
     errors += more_errors

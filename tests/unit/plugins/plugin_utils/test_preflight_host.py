@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""plugins/module_utils/_preflight.py: the preflight's host judgments (roles/preflight/tasks/host.yml).
+"""plugins/plugin_utils/_preflight.py: the preflight's host judgments (roles/preflight/tasks/host.yml).
 
 Each case is a synthetic host read (the sections of the one raw task) and the role's settings; the
 expected messages are the ones the Jinja judgments printed before they moved to Python (compared case by
@@ -16,9 +16,9 @@ import yaml
 
 from helpers import ROOT, venv_bin
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._preflight import (
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._preflight import (
     SETTINGS, judge_host, judge_host_read, numeric_version, version_below, wanted_ports)
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._render import engine_env
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._render import engine_env
 
 NODE = {
     "side": "prefill", "index": 0, "business_ip": "10.0.0.11", "nic_name": "eth0", "dp_size": 4, "dp_size_local": 2,

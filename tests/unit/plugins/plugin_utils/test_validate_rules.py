@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Per-variable validation rules (plugins/module_utils/_validate_rules.py) on plain dicts.
+"""Per-variable validation rules (plugins/plugin_utils/_validate_rules.py) on plain dicts.
 
 The base inventory is built from the real files: every role default, then inventories/<name>/group_vars/all
 and hosts.yml, templated the way hostvars would be (a value that needs a3/a3_self stays unrendered and the
@@ -16,10 +16,10 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils import _topology as T
-from ansible_collections.ascend.vllm_pd.plugins.module_utils import _validate_rules as R
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _topology as T
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _validate_rules as R
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SEED_IPS = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}
 ALL = "p0, p1, d0, d1"
 

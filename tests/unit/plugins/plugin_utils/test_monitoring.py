@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from ansible_collections.ascend.vllm_pd.plugins.module_utils import _monitoring as M
-from ansible_collections.ascend.vllm_pd.plugins.module_utils import _topology as T
-from ansible_collections.ascend.vllm_pd.plugins.module_utils._inventory import from_hostvars
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _monitoring as M
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _topology as T
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import from_hostvars
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
 
 IPS = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}
