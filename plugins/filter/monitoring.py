@@ -15,7 +15,8 @@ description:
   - The openYuanrong datasystem workers are left out - they write their observability data to log files and serve
     no metrics endpoint.
   - The same file provides C(monitoring_dp_sizes) (engine ranks per side) and C(monitoring_ds_workers) (every
-    datasystem worker address with its host and side), see plugins/plugin_utils/_monitoring.py.
+    datasystem worker address with its host and side), see plugins/plugin_utils/_monitoring.py, and C(prom_sum) (a
+    metric of a Prometheus text exposition summed over its label sets, see plugins/plugin_utils/_prom.py).
 positional: _input
 options:
   _input:
@@ -53,6 +54,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._monitoring import (
     MonitoringError, dp_sizes, ds_workers, file_sd)
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._prom import prom_sum
 
 
 def monitoring_file_sd(topo, proxy_port, cluster="", proxy_address=""):
@@ -68,4 +70,5 @@ class FilterModule:
             "monitoring_file_sd": monitoring_file_sd,
             "monitoring_dp_sizes": dp_sizes,
             "monitoring_ds_workers": ds_workers,
+            "prom_sum": prom_sum,
         }

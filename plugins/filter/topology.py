@@ -12,13 +12,7 @@ description:
     (the DP groups of each side (C(vllm_<side>_dp_groups), default one per side), each group's dp size, rank
     starts and dp address, etcd and proxy hosts, proxy backend lists, DS_WORKER_ADDR,
     kv port ranges, the Mooncake prefill/decode blocks).
-  - The same file provides C(size_gib), C(size_mib), C(size_bytes), C(meminfo), C(sections), C(stat_types),
-    C(cann_version) and C(port_hits) (the preflight's host read, see plugins/plugin_utils/_host.py), C(reported_version)
-    (the version a binary prints after a label, as the etcd and monitoring roles read it), C(preflight_host)
-    (every host judgement of the preflight on one node, from the registered host read and a dict of settings, see
-    plugins/plugin_utils/_preflight.py), C(serve_lines), C(shell_dq), C(launcher_argv), C(engine_processes),
-    C(engine_env) (vllm_env_common, then vllm_<side>_env, then vllm_env_extra) and C(valued_flags) (a dict of flags
-    and values as the list C(--flag value ...), booleans as true or false), see plugins/plugin_utils/_render.py.
+  - The same file provides C(backends), every engine instance of the topology as one list (host, side, address, port).
 positional: _input
 options:
   _input:
@@ -44,15 +38,9 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._host import (
-    cann_version, parse_meminfo, parse_sections, parse_stat, port_hits, reported_version)
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import from_hostvars
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._preflight import judge_host_read
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._prom import prom_sum
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._render import (
-    engine_env, engine_processes, launcher_argv, serve_lines, shell_dq, valued_flags)
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import (
-    TOPOLOGY_KEYS, TopologyError, backends, derive, docker_size, parse_size, size_gib, size_mib)
+    TOPOLOGY_KEYS, TopologyError, backends, derive)
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
 
 
@@ -65,42 +53,9 @@ def topology(groups, hostvars):
                                  "inventory problem" % exc)
 
 
-def _size(func, value):
-    try:
-        return func(value)
-    except ValueError as exc:
-        raise AnsibleFilterError(str(exc))
-
-
-def preflight_host(result, settings):
-    """The preflight's host judgments of one node: {problems, advisories, versions} (see _preflight.py)."""
-    try:
-        return judge_host_read(result, settings)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError("preflight_host: %s" % exc)
-
-
 class FilterModule:
     def filters(self):
         return {
             "topology": topology,
-            "size_gib": lambda v: _size(size_gib, v),
-            "docker_size": lambda v: _size(docker_size, v),
-            "size_mib": lambda v: _size(size_mib, v),
-            "size_bytes": lambda v: _size(parse_size, v),
-            "meminfo": parse_meminfo,
-            "sections": parse_sections,
-            "stat_types": parse_stat,
-            "cann_version": cann_version,
-            "reported_version": reported_version,
-            "port_hits": port_hits,
-            "preflight_host": preflight_host,
             "backends": backends,
-            "prom_sum": prom_sum,
-            "serve_lines": serve_lines,
-            "shell_dq": shell_dq,
-            "launcher_argv": launcher_argv,
-            "engine_processes": engine_processes,
-            "engine_env": engine_env,
-            "valued_flags": valued_flags,
         }
