@@ -121,13 +121,72 @@ def build_instances(lookup_rpc_ports, side: str, kv_port: int, mooncake: dict, d
         raise KvConfigError("lookup_rpc_ports must be a non-empty list (one per instance), got %r" % (lookup_rpc_ports,))
     repeated = sorted(set(p for p in ports if ports.count(p) > 1))
     if repeated:
-        raise KvConfigError("lookup_rpc_ports %s repeat: the instances of a host would share the pool's IPC socket"
-                            % ", ".join(repeated))
+        raise KvConfigError("lookup_rpc_port %s repeats on the host: its instances would share the pool's IPC "
+                            "socket" % ", ".join(repeated))
     out = []
     for port in ports:
         config = build(side, kv_port, mooncake, port, dp_size, tp_size, **options)
         out.append({"lookup_rpc_port": port, "config": config, "json": to_json(config)})
     return out
+
+
+# The file of each instance in the host's work directory: run_dp_template.sh (rendered by the vllm role) passes
+# "$(cat kv_transfer_config_dp$4.json)" to vllm serve, $4 being the instance's dp rank.
+FILE_NAME = "kv_transfer_config_dp%d.json"
+FILE_MODE = "0644"
+
+
+def _dp_rank(instance):
+    """An instance's dp rank as an int (an int, or its decimal text), else None."""
+    rank = instance.get("dp_rank") if isinstance(instance, dict) else None
+    if isinstance(rank, str) and rank.isdigit():
+        return int(rank)
+    if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+        return rank
+    return None
+
+
+def check_instances(instances, work_dir) -> list:
+    """The dp ranks of the host's instances (a3_self.instances: dicts with dp_rank and lookup_rpc_port), in their
+    order; raises KvConfigError when one lacks them, two share a rank (the same file) or work_dir is not absolute."""
+    errors = []
+    if not isinstance(work_dir, str) or not work_dir.startswith("/"):
+        errors.append("work_dir must be an absolute path, got %r" % (work_dir,))
+    if not isinstance(instances, (list, tuple)) or not instances:
+        raise KvConfigError("; ".join(errors + ["instances must be a non-empty list (one per engine instance), "
+                                                "got %r" % (instances,)]))
+    ranks = [_dp_rank(inst) for inst in instances]
+    for number, (inst, rank) in enumerate(zip(instances, ranks)):
+        if rank is None:
+            errors.append("instance %d has no dp_rank (a non-negative integer): %r" % (number, inst))
+        elif inst.get("lookup_rpc_port") in (None, ""):
+            errors.append("instance %d (dp rank %d) has no lookup_rpc_port" % (number, rank))
+    repeated = sorted(set(r for r in ranks if r is not None and ranks.count(r) > 1))
+    if repeated:
+        errors.append("dp ranks %s repeat: two instances would write the same %s"
+                      % (", ".join(str(r) for r in repeated), FILE_NAME % repeated[0]))
+    if errors:
+        raise KvConfigError("; ".join(errors))
+    return ranks
+
+
+def instance_files(instances, work_dir: str, side: str, kv_port: int, mooncake: dict, dp_size: int, tp_size: int,
+                   **options) -> dict:
+    """What the engines of one host read: the kv-transfer-config file of each instance, in instance order, as
+    the files module writes it ({dest, content, mode}: work_dir/kv_transfer_config_dp<rank>.json, the compact JSON
+    and a newline), the same JSON by dp rank ({"<rank>": json}, the render plan's argv) and the notes.
+    Same options as build; the instances differ only in their lookup_rpc_port."""
+    ranks = check_instances(instances, work_dir)
+    configs = build_instances([inst["lookup_rpc_port"] for inst in instances], side, kv_port, mooncake, dp_size,
+                              tp_size, **options)
+    base = work_dir.rstrip("/") + "/"
+    return {
+        "files": [{"dest": base + FILE_NAME % rank, "content": entry["json"] + "\n", "mode": FILE_MODE}
+                  for rank, entry in zip(ranks, configs)],
+        "by_rank": dict((str(rank), entry["json"]) for rank, entry in zip(ranks, configs)),
+        # every instance's config differs only in lookup_rpc_port: the first one's notes are everyone's
+        "notes": notes(configs[0]["config"]),
+    }
 
 
 def notes(config: dict, npus_per_node: int = 16):

@@ -13,8 +13,10 @@ description:
     MooncakeConnectorV1 config without the pool.
   - Checks what vLLM skips under MultiConnector - the Mooncake prefill/decode blocks against this instance's own
     dp/tp, and prefill tp >= decode tp.
-  - With O(lookup_rpc_ports) one call builds the config of every instance of a host (they differ only in the
-    lookup_rpc_port); with O(lookup_rpc_port) it builds one.
+  - With O(instances) and O(work_dir) one call gives what the engines of a host read - the file of each instance,
+    C(<work_dir>/kv_transfer_config_dp<dp_rank>.json), ready for M(ascend.vllm_pd.files) (RV(files)), and the same
+    JSON by dp rank (RV(by_rank)); the instances differ only in their lookup_rpc_port. With O(lookup_rpc_port) it
+    builds the config of one instance (RV(config), RV(json)).
   - "Pure computation; it changes nothing. Run it on the controller (C(delegate_to: localhost))."
 version_added: 0.1.0
 author:
@@ -44,14 +46,21 @@ options:
   lookup_rpc_port:
     description:
       - AscendStoreConnector lookup_rpc_port of one instance (suffix of a local IPC socket, unique per host).
-      - Exactly one of O(lookup_rpc_port) and O(lookup_rpc_ports) is required.
+      - Exactly one of O(lookup_rpc_port) and O(instances) is required.
     type: str
-  lookup_rpc_ports:
+  instances:
     description:
-      - The lookup_rpc_port of each instance of the host, in instance order; RV(configs) follows this order.
-      - They must be unique.
+      - The engine instances of the host (the topology fact's C(a3_self.instances)), each a dict with C(dp_rank)
+        (a non-negative integer, unique on the host) and C(lookup_rpc_port) (unique on the host); other keys are
+        ignored. RV(files) follows this order.
+      - Requires O(work_dir).
     type: list
-    elements: str
+    elements: dict
+  work_dir:
+    description:
+      - Absolute path of the host's work directory, where the launcher's C(run_dp_template.sh) reads
+        C(kv_transfer_config_dp<dp_rank>.json). With O(instances) only.
+    type: str
   engine_id:
     description: Top-level C(engine_id); omitted when null (the seed sets it on prefill only).
     type: str
@@ -71,7 +80,8 @@ options:
   pool_extra:
     description:
       - Extra keys of the AscendStoreConnector's C(kv_connector_extra_config).
-      - C(lookup_rpc_port) and C(backend) come from O(lookup_rpc_port) and O(pool_backend) and may not be set here.
+      - C(lookup_rpc_port) and C(backend) come from the instance's lookup_rpc_port and O(pool_backend) and may not
+        be set here.
     type: dict
     default: {}
   pool_enabled:
@@ -108,19 +118,24 @@ EXAMPLES = r"""
     tp_size: 16
     lookup_rpc_port: "1"
   delegate_to: localhost
-  register: kv
+  register: kv   # kv.json is the text for --kv-transfer-config
 
-- name: Build the configs of both prefill instances of a host in one call
+- name: Build the files of every prefill instance of this host in one call
   ascend.vllm_pd.kv_transfer_config:
     side: prefill
     kv_port: 30000
     mooncake: {prefill: {dp_size: 2, tp_size: 16}, decode: {dp_size: 2, tp_size: 16}}
     dp_size: 2
     tp_size: 16
-    lookup_rpc_ports: ["0", "1"]
+    instances: "{{ a3_self.instances }}"   # e.g. [{dp_rank: 0, lookup_rpc_port: 0}, {dp_rank: 1, lookup_rpc_port: 1}]
+    work_dir: /var/lib/ascend-vllm-pd
     engine_id: "0"
   delegate_to: localhost
-  register: kv_all   # kv_all.configs[1].json is the second instance's
+  register: kv_files
+
+- name: Write them
+  ascend.vllm_pd.files:
+    files: "{{ kv_files.files }}"   # /var/lib/ascend-vllm-pd/kv_transfer_config_dp0.json, ..._dp1.json
 """
 
 RETURN = r"""
@@ -132,21 +147,32 @@ json:
   description: The config as compact JSON text, key order as built.
   returned: with O(lookup_rpc_port)
   type: str
-configs:
-  description: One entry per O(lookup_rpc_ports) item, in that order.
-  returned: with O(lookup_rpc_ports)
+files:
+  description:
+    - One file per O(instances) item, in that order, in the form M(ascend.vllm_pd.files) takes.
+  returned: with O(instances)
   type: list
   elements: dict
   contains:
-    lookup_rpc_port:
-      description: The instance's lookup_rpc_port.
+    dest:
+      description: C(<work_dir>/kv_transfer_config_dp<dp_rank>.json).
       type: str
-    config:
-      description: The config as a dict.
-      type: dict
-    json:
-      description: The config as compact JSON text, key order as built.
+    content:
+      description: The instance's config as compact JSON text (key order as built), then a newline.
       type: str
+    mode:
+      description: C(0644).
+      type: str
+  sample:
+    - dest: /var/lib/ascend-vllm-pd/kv_transfer_config_dp0.json
+      content: '{"kv_connector":"MultiConnector","kv_role":"kv_producer", ...}'
+      mode: "0644"
+by_rank:
+  description: The config of each instance as compact JSON text (the content of its file without the newline),
+    keyed by its dp rank as text.
+  returned: with O(instances)
+  type: dict
+  sample: {"0": "{\"kv_connector\":\"MultiConnector\", ...}"}
 notes:
   description: Advisory notes, e.g. a pool backend that needs the yuanrong patch on v0.18.0.
   returned: success
@@ -157,7 +183,7 @@ notes:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._kv_transfer import (
-    KvConfigError, build, build_instances, notes, to_json)
+    KvConfigError, build, instance_files, notes, to_json)
 
 
 def main():
@@ -169,7 +195,8 @@ def main():
             dp_size=dict(type="int", required=True),
             tp_size=dict(type="int", required=True),
             lookup_rpc_port=dict(type="str"),
-            lookup_rpc_ports=dict(type="list", elements="str"),
+            instances=dict(type="list", elements="dict"),
+            work_dir=dict(type="str"),
             engine_id=dict(type="str"),
             pool_backend=dict(type="str", default="yuanrong"),
             mooncake_extra=dict(type="dict", default={}),
@@ -178,22 +205,19 @@ def main():
             top_level_extra=dict(type="dict", default={}),
             pool_enabled=dict(type="bool", default=True),
         ),
-        mutually_exclusive=[("lookup_rpc_port", "lookup_rpc_ports")],
-        required_one_of=[("lookup_rpc_port", "lookup_rpc_ports")],
+        mutually_exclusive=[("lookup_rpc_port", "instances")],
+        required_one_of=[("lookup_rpc_port", "instances")],
+        required_together=[("instances", "work_dir")],
         supports_check_mode=True,
     )
     p = module.params
-    options = dict(engine_id=p["engine_id"], pool_backend=p["pool_backend"], mooncake_extra=p["mooncake_extra"],
-                   mooncake_module_path=p["mooncake_module_path"], pool_extra=p["pool_extra"],
-                   top_level_extra=p["top_level_extra"], pool_enabled=p["pool_enabled"])
+    topology = dict((key, p[key]) for key in ("side", "kv_port", "mooncake", "dp_size", "tp_size"))
+    options = dict((key, p[key]) for key in ("engine_id", "pool_backend", "mooncake_extra", "mooncake_module_path",
+                                              "pool_extra", "top_level_extra", "pool_enabled"))
     try:
-        if p["lookup_rpc_ports"] is not None:
-            configs = build_instances(p["lookup_rpc_ports"], p["side"], p["kv_port"], p["mooncake"], p["dp_size"],
-                                      p["tp_size"], **options)
-            # every instance's config differs only in lookup_rpc_port: the first one's notes are everyone's
-            module.exit_json(changed=False, configs=configs, notes=notes(configs[0]["config"]))
-        config = build(p["side"], p["kv_port"], p["mooncake"], p["lookup_rpc_port"], p["dp_size"], p["tp_size"],
-                       **options)
+        if p["instances"] is not None:
+            module.exit_json(changed=False, **instance_files(p["instances"], p["work_dir"], **dict(topology, **options)))
+        config = build(lookup_rpc_port=p["lookup_rpc_port"], **dict(topology, **options))
     except KvConfigError as exc:
         module.fail_json(msg="invalid kv-transfer-config for the %s side: %s; fix the vllm_* variables in the "
                              "inventory" % (p["side"], exc))

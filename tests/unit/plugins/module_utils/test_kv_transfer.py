@@ -248,7 +248,7 @@ def test_build_instances_gives_one_config_per_port_in_order_differing_only_in_th
 
 
 @pytest.mark.parametrize("ports, needle", [([], "non-empty list"), ("0", "non-empty list"),
-                                           (["0", "1", "0"], "lookup_rpc_ports 0 repeat")])
+                                           (["0", "1", "0"], "lookup_rpc_port 0 repeats on the host")])
 def test_build_instances_refuses_no_ports_and_repeated_ports(ports, needle):
     with pytest.raises(K.KvConfigError, match=needle):
         K.build_instances(ports, "decode", 30100, MOONCAKE, 2, 16)
@@ -257,3 +257,73 @@ def test_build_instances_refuses_no_ports_and_repeated_ports(ports, needle):
 def test_build_instances_reports_config_errors_like_build():
     with pytest.raises(K.KvConfigError, match="kv_port"):
         K.build_instances(["0"], "decode", 0, MOONCAKE, 2, 16)
+
+
+# --- the files of a host's instances (what the vllm role writes) ------------------------------------------------
+
+# a3_self.instances of the seed's p1 (plugins/plugin_utils/_topology.py): keys the module does not read included
+P1_INSTANCES = [{"local_rank": 0, "dp_rank": 1, "api_port": 6700, "devices": list(range(16)), "kv_ports": [30016, 30031],
+                 "lookup_rpc_port": 1}]
+SEED_OPTIONS = dict(engine_id="0", mooncake_extra={"use_ascend_direct": True}, mooncake_module_path=MODULE_PATH)
+
+
+def test_instance_files_are_the_files_run_dp_template_reads_by_dp_rank():
+    got = K.instance_files(P1_INSTANCES, "/var/lib/ascend-vllm-pd", "prefill", 30000, MOONCAKE, 2, 16, **SEED_OPTIONS)
+    text = SEED_PREFILL_DP0.replace('"lookup_rpc_port":"0"', '"lookup_rpc_port":"1"')
+    assert got["files"] == [{"dest": "/var/lib/ascend-vllm-pd/kv_transfer_config_dp1.json", "content": text + "\n",
+                             "mode": "0644"}]
+    assert got["by_rank"] == {"1": text}
+    assert got["notes"] == K.notes(json.loads(text))
+
+
+def test_instance_files_follow_the_instances_order_and_their_own_ranks_and_ports():
+    instances = [{"dp_rank": 3, "lookup_rpc_port": "7"}, {"dp_rank": "2", "lookup_rpc_port": 9}]
+    got = K.instance_files(instances, "/w/", "decode", 30100, MOONCAKE, 2, 16)
+    # the rank names the file, the lookup port goes in the config: neither is taken from the list position
+    assert [f["dest"] for f in got["files"]] == ["/w/kv_transfer_config_dp3.json", "/w/kv_transfer_config_dp2.json"]
+    ports = [json.loads(f["content"])["kv_connector_extra_config"]["connectors"][1]["kv_connector_extra_config"]
+             ["lookup_rpc_port"] for f in got["files"]]
+    assert ports == ["7", "9"]
+    assert list(got["by_rank"]) == ["3", "2"]
+    assert all(f["content"] == got["by_rank"][r] + "\n" for f, r in zip(got["files"], ("3", "2")))
+
+
+def test_instance_files_with_the_pool_off_have_no_notes_and_no_lookup_port():
+    got = K.instance_files([{"dp_rank": 0, "lookup_rpc_port": 0}], "/w", "decode", 30100, MOONCAKE, 2, 16,
+                           pool_enabled=False)
+    assert got["notes"] == [] and "lookup_rpc_port" not in got["files"][0]["content"]
+
+
+@pytest.mark.parametrize("instances, work_dir, needle", [
+    ([], "/w", "instances must be a non-empty list"),
+    ("0", "/w", "instances must be a non-empty list"),
+    ([{"lookup_rpc_port": 0}], "/w", "instance 0 has no dp_rank"),
+    ([{"dp_rank": -1, "lookup_rpc_port": 0}], "/w", "instance 0 has no dp_rank"),
+    ([{"dp_rank": True, "lookup_rpc_port": 0}], "/w", "instance 0 has no dp_rank"),
+    (["x"], "/w", "instance 0 has no dp_rank"),
+    ([{"dp_rank": 0, "lookup_rpc_port": 0}, {"dp_rank": 1}], "/w", r"instance 1 \(dp rank 1\) has no lookup_rpc_port"),
+    ([{"dp_rank": 0, "lookup_rpc_port": 0}, {"dp_rank": "0", "lookup_rpc_port": 1}], "/w",
+     "dp ranks 0 repeat: two instances would write the same kv_transfer_config_dp0.json"),
+    ([{"dp_rank": 0, "lookup_rpc_port": 0}], "w", "work_dir must be an absolute path, got 'w'"),
+    ([{"dp_rank": 0, "lookup_rpc_port": 0}], None, "work_dir must be an absolute path, got None"),
+])
+def test_instance_files_refuse_instances_that_cannot_name_their_file(instances, work_dir, needle):
+    with pytest.raises(K.KvConfigError, match=needle):
+        K.instance_files(instances, work_dir, "decode", 30100, MOONCAKE, 2, 16)
+
+
+def test_instance_files_report_every_instance_problem_at_once():
+    with pytest.raises(K.KvConfigError) as err:
+        K.instance_files([{"dp_rank": "x", "lookup_rpc_port": 0}, {"dp_rank": 1, "lookup_rpc_port": ""}], "rel",
+                         "decode", 30100, MOONCAKE, 2, 16)
+    assert str(err.value) == ("work_dir must be an absolute path, got 'rel'; "
+                              "instance 0 has no dp_rank (a non-negative integer): {'dp_rank': 'x', 'lookup_rpc_port': 0}; "
+                              "instance 1 (dp rank 1) has no lookup_rpc_port")
+
+
+def test_instance_files_refuse_what_build_and_build_instances_refuse():
+    with pytest.raises(K.KvConfigError, match="lookup_rpc_port 5 repeats on the host: its instances would share"):
+        K.instance_files([{"dp_rank": 0, "lookup_rpc_port": 5}, {"dp_rank": 1, "lookup_rpc_port": "5"}], "/w",
+                         "decode", 30100, MOONCAKE, 2, 16)
+    with pytest.raises(K.KvConfigError, match="mooncake.decode says dp 2 / tp 16"):
+        K.instance_files([{"dp_rank": 0, "lookup_rpc_port": 0}], "/w", "decode", 30100, MOONCAKE, 4, 16)

@@ -6,13 +6,16 @@ what the render plan (expand / engine_processes) says will run."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._render import (
-    engine_processes, expand, launcher_argv, serve_flag_pairs, serve_lines, shell_dq, valued_flags)
+    engine_processes, engine_wait_argv, expand, jinja_int, launcher_argv, local_urls, master_wait, peer_urls,
+    prefill_restarts, restart_reasons, serve_flag_pairs, serve_lines, shell_dq, start_log_offset, valued_flags)
 
 
 def bash(script, env=None):
@@ -213,6 +216,16 @@ def test_engine_processes_one_per_instance_with_its_own_kv_json():
         engine_processes(me, {}, {}, {0: "kv0"}, "/m", "::", "w")  # no kv config for dp rank 1
 
 
+def test_engine_processes_read_the_kv_json_by_rank_as_the_module_returns_it():
+    """kv_transfer_config's by_rank is keyed by the rank as text (a module's result is JSON)."""
+    me = dict(ME, instances=[{"dp_rank": 1, "devices": [0], "api_port": 6700},
+                             {"dp_rank": 10, "devices": [1], "api_port": 6701}])
+    procs = engine_processes(me, {}, {}, {"1": "kv1", "10": "kv10", "0": "not mine"}, "/m", "::", "w")
+    assert [p["argv"][-1] for p in procs] == ["kv1", "kv10"]
+    with pytest.raises(KeyError):
+        engine_processes(me, {}, {}, {"1": "kv1"}, "/m", "::", "w")
+
+
 def test_engine_env_layers_common_side_extra():
     """vllm_side_env (roles/vllm) and preflight_engine_env (roles/preflight) are this one merge: later layers
     win, a key keeps its first position (run_dp_template.sh exports in this order), the inputs stay as they were."""
@@ -222,3 +235,174 @@ def test_engine_env_layers_common_side_extra():
     assert got == {"A": "0", "B": "eth1", "C": "3", "D": "4"} and list(got) == ["A", "B", "C", "D"]
     assert common == {"A": "1", "B": "$nic_name"}
     assert engine_env(common) == common and engine_env(None, None, None) == {}
+
+
+
+# --------------------------------------------------------------------------
+# the vllm role's derived values (roles/vllm/vars/main.yml)
+# --------------------------------------------------------------------------
+
+WORKER = {"address": "10.0.0.12:18481", "what": "openYuanrong worker", "ready_file": "/w/.yr_worker_ready",
+          "ready_what": "openYuanrong worker ready (dscli start)"}
+
+
+@pytest.mark.parametrize("value, want", [(600, 600), ("900", 900), (" 30 ", 30), (1.9, 1), ("2.5", 2), ("x", 0),
+                                         (None, 0), (True, 1)])
+def test_jinja_int_is_jinjas_int_filter(value, want):
+    assert jinja_int(value) == want
+
+
+def test_wait_argv_of_the_dp_master_waits_for_container_and_worker_only():
+    """The seed's p0 (tests/golden/a3/p0/etc/systemd/system/ascend-vllm.service, ExecStartPre wait)."""
+    master = dict(ME, dp_rank_start=0)
+    assert master_wait(master) is None
+    assert engine_wait_argv(master, "yr_glm5", 900, "/w/vllm_log.log", {}, WORKER) == [
+        "--container", "yr_glm5", "--timeout", "900", "--tcp=10.0.0.12:18481", "--what=openYuanrong worker",
+        "--file=/w/.yr_worker_ready", "--file-what=openYuanrong worker ready (dscli start)"]
+
+
+def test_wait_argv_of_a_member_waits_softly_for_its_dp_master():
+    assert engine_wait_argv(ME, "yr_glm5", "900", "/w/vllm_log.log", {"A": "1"}, WORKER)[8:] == [
+        "--soft-tcp=10.0.0.11:10521", "--soft-what=DP master RPC (--data-parallel-address)", "--soft-timeout", "600",
+        "--log", "/w/vllm_log.log"]
+
+
+def test_wait_argv_without_the_yuanrong_worker_and_with_the_engines_own_dp_timeout():
+    got = engine_wait_argv(dict(ME, dp_rank_start="2"), "c", 30, "/l", {"VLLM_ENGINE_READY_TIMEOUT_S": "1200"}, {})
+    assert got == ["--container", "c", "--timeout", "30", "--soft-tcp=10.0.0.11:10521",
+                   "--soft-what=DP master RPC (--data-parallel-address)", "--soft-timeout", "1200", "--log", "/l"]
+    # a value the int filter cannot read is 0, as in Jinja; a missing one is vLLM's default
+    assert master_wait(ME, {"VLLM_ENGINE_READY_TIMEOUT_S": "soon"})["timeout"] == 0
+    assert master_wait(ME, {"VLLM_ENGINE_READY_TIMEOUT_S": ""})["timeout"] == 0  # set, so not the default
+    assert master_wait(ME, None)["timeout"] == 600
+    # the dp rank as the inventory may give it: text
+    assert master_wait(dict(ME, dp_rank_start="0")) is None and master_wait(dict(ME, dp_rank_start="1"))
+
+
+def test_local_and_peer_urls_of_a_dp_group():
+    me = dict(ME, instances=[{"api_port": 6700}, {"api_port": 6701}])
+    local = local_urls(me, "10.0.0.12")
+    assert local == ["http://10.0.0.12:6700", "http://10.0.0.12:6701"]
+    group = {"backend_hosts": ["10.0.0.11", "10.0.0.11", "10.0.0.12", "10.0.0.12"], "api_ports": [6700, 6701, 6700, 6701]}
+    assert peer_urls(group, local) == ["http://10.0.0.11:6700", "http://10.0.0.11:6701"]
+    assert peer_urls(group) == ["http://10.0.0.11:6700", "http://10.0.0.11:6701"] + local
+
+
+MEMBERS = {
+    "p0": {"vllm_config_changed": True, "vllm_launcher_changed": False, "vllm_running": True},
+    "p1": {"vllm_config_changed": False, "vllm_launcher_changed": True, "vllm_running": False},
+    "p2": {"vllm_config_changed": True, "vllm_running": False},   # not in this play: not read
+    "p3": {},                                                    # no decision yet: nothing to say
+}
+
+
+def test_restart_reasons_name_the_members_of_the_play_per_reason_in_order():
+    assert restart_reasons(["p0", "p1", "p2", "p3"], MEMBERS, ["p3", "p1", "p0"], True, True) == [
+        "configuration changed on p0", "launch_online_dp.py differs from the image's on p1", "not running on p1",
+        "the prefill group restarts (a pair restarts together)", "a restart was asked for (vllm_restart)"]
+    assert restart_reasons(["p0", "p2"], MEMBERS, ["p0", "p2"]) == ["configuration changed on p0, p2",
+                                                                    "not running on p2"]
+    assert restart_reasons(["p3"], MEMBERS, ["p3"]) == []
+
+
+def test_prefill_restarts_only_with_a_restarted_or_whole_restarting_group():
+    topo = {"p0": {"group_hosts": ["p0", "p1"]}, "p1": {"group_hosts": ["p0", "p1"]}}
+    facts = {"p0": {"vllm_group_start": True}, "p1": {"vllm_group_start": True}}
+    assert prefill_restarts(["p0", "p1"], facts, topo, ["p0", "p1"], ["p0", "p1", "d0"]) is True
+    # a partial group (--limit) is refused and restarts nothing
+    assert prefill_restarts(["p0", "p1"], facts, topo, ["p0"], ["p0", "d0"]) is False
+    # a prefill play before this one restarted it (vllm_prefill, then vllm_decode): its hosts are not in this play
+    assert prefill_restarts(["p0", "p1"], {"p0": {}, "p1": {"vllm_restarted": True}}, topo, ["d0"], ["d0"]) is True
+    assert prefill_restarts(["p0", "p1"], {"p0": {"vllm_group_start": False}, "p1": {}}, topo, ["p0", "p1"],
+                            ["p0", "p1"]) is False
+    # a decision of a host outside this play is an earlier play's, not this run's start
+    assert prefill_restarts(["p0", "p1"], facts, topo, ["d0"], ["p0", "p1", "d0"]) is False
+
+
+def test_start_log_offset_is_the_size_the_start_printed():
+    assert start_log_offset(["log offset 4096\n", ""], 7) == 4096
+    assert start_log_offset([None, "x\nlog offset 12\nlog offset 99"], 7) == 12
+    assert start_log_offset(["", ""], "7") == 7  # nothing printed: the role's read
+    assert start_log_offset([], 0) == 0
+
+
+# --------------------------------------------------------------------------
+# the vllm role's shell (roles/vllm/templates and files), rendered as the role renders them and run in sh with a
+# stand-in systemctl
+# --------------------------------------------------------------------------
+
+ROLE = Path(__file__).resolve().parents[4] / "roles" / "vllm"
+
+
+def render_role_template(name, **variables):
+    jinja2 = pytest.importorskip("jinja2")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), trim_blocks=True,
+                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters["quote"] = lambda v: shlex.quote(str(v))
+    return env.get_template(name).render(**variables)
+
+
+def run_with_systemctl(tmp_path, script, show, start_rc=0, args=(), shell="/bin/sh"):
+    """Run script in sh (as the shell module and engine_wait's alive_command do) with systemctl, stat and
+    a3_supervise stand-ins; show: what `systemctl show` prints."""
+    log = tmp_path / "calls"
+    stub = tmp_path / "bin"
+    stub.mkdir(exist_ok=True)
+    for name, body in (("systemctl", 'echo "systemctl $*" >> "$CALLS"\n[ "$1" = start ] && exit %d\n'
+                                     '[ "$1" = show ] && printf "%%b" %s\nexit 0\n' % (start_rc, shlex.quote(show))),
+                       ("stat", 'echo 4096\n'), ("supervise", 'echo "supervise $*" >> "$CALLS"\n')):
+        (stub / name).write_text("#!/bin/sh\n" + body)
+        (stub / name).chmod(0o755)
+    proc = subprocess.run([shell, "-c", script, "_"] + list(args), capture_output=True, text=True, check=False,
+                          env={"PATH": "%s:/usr/bin:/bin" % stub, "CALLS": str(log)}, cwd=tmp_path)
+    return proc.returncode, proc.stdout, log.read_text().splitlines() if log.exists() else []
+
+
+START_VARS = dict(vllm_unit="ascend-vllm.service", supervise_cmd="supervise", vllm_record="/s/r.jsonl",
+                  a3_host_work_dir="/w", vllm_log_file="vllm_log.log")
+
+
+def test_engine_start_of_the_dp_master_waits_for_the_unit(tmp_path):
+    script = render_role_template("engine_start.sh.j2", a3_self={"dp_rank_start": 0}, **START_VARS)
+    rc, out, calls = run_with_systemctl(tmp_path, script, "")
+    assert (rc, out) == (0, "log offset 4096\n")
+    assert calls == ["systemctl reset-failed ascend-vllm.service", "supervise deliberate --record /s/r.jsonl",
+                     "systemctl start ascend-vllm.service"]
+    assert run_with_systemctl(tmp_path, script, "", start_rc=5)[0] == 5  # a failed start fails the handler
+
+
+def test_engine_start_of_a_member_queues_the_start_until_systemd_took_it(tmp_path):
+    script = render_role_template("engine_start.sh.j2", a3_self={"dp_rank_start": "1"}, **START_VARS)
+    rc, out, calls = run_with_systemctl(tmp_path, script, "activating\n")
+    assert (rc, out) == (0, "log offset 4096\n")
+    assert calls[2:] == ["systemctl start --no-block ascend-vllm.service",
+                         "systemctl show -p ActiveState --value ascend-vllm.service"]
+    assert run_with_systemctl(tmp_path, script, "activating\n", start_rc=1)[0] == 1
+
+
+@pytest.mark.parametrize("active, sub, starting_or_up, not_stopped", [
+    ("active", "running", 0, 0), ("activating", "start-pre", 0, 0), ("activating", "start", 0, 0),
+    ("activating", "auto-restart", 1, 0), ("deactivating", "stop", 1, 0), ("failed", "failed", 1, 1),
+    ("inactive", "dead", 1, 1)])
+def test_the_health_waits_alive_checks(tmp_path, active, sub, starting_or_up, not_stopped):
+    both = "ActiveState=%s\\nSubState=%s\\n" % (active, sub)
+    script = render_role_template("unit_starting_or_up.sh.j2", vllm_unit="ascend-vllm.service")
+    assert run_with_systemctl(tmp_path, script, both)[0] == starting_or_up
+    script = render_role_template("unit_not_stopped.sh.j2", vllm_unit="ascend-vllm.service")
+    assert run_with_systemctl(tmp_path, script, active + "\\n")[0] == not_stopped
+
+
+def test_the_launcher_read_says_alive_and_same(tmp_path):
+    """bash -c in the container's work directory (tasks/configure.yml), the image's launcher and its copy."""
+    script = (ROLE / "files" / "launcher_state.sh").read_text()
+    (tmp_path / "image.py").write_text("a")
+    (tmp_path / "copy.py").write_text("a")
+    (tmp_path / "other.py").write_text("b")
+    def read(*args):
+        return run_with_systemctl(tmp_path, script, "", args=args, shell="bash")[:2]
+    assert read("image.py", "copy.py") == (0, "launcher same\n")
+    (tmp_path / "launcher.pgid").write_text(str(os.getpgid(0)))  # this test's process group: alive
+    assert read("image.py", "other.py") == (0, "launcher alive\n")
+    assert read("image.py", "copy.py") == (0, "launcher alive\nlauncher same\n")
+    (tmp_path / "launcher.pgid").write_text("")
+    assert read("image.py", "missing.py") == (0, "")
