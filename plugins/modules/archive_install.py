@@ -10,8 +10,12 @@ short_description: Install binaries from a release archive, replacing only those
 description:
   - Checks the archive against its pinned checksum, reads the named members and writes each one whose bytes or mode
     differ from the installed file (atomic renames), in one module call. Nothing else of the archive is extracted.
+  - With O(url) the action plugin downloads the archive into O(download_dir) on the node with
+    M(ansible.builtin.get_url), checked against O(checksum) (a file already there that matches is not downloaded
+    again), retrying a failed download, and installs from that copy.
   - With O(src) the action plugin checks the controller's archive against O(checksum) before sending it (a wrong
     archive fails without a transfer), sends it to the node's temporary directory and removes it afterwards.
+  - The etcd and monitoring (Prometheus) roles of the collection install their release binaries through it.
 version_added: 0.2.0
 author:
   - ascend.vllm_pd contributors (@ascend)
@@ -19,12 +23,29 @@ options:
   src:
     description: Archive on the controller (an air-gapped site's copy of the release archive).
     type: path
+  url:
+    description: URL of the release archive, downloaded on the node into O(download_dir) under the URL's file name.
+    type: str
   archive:
-    description: Archive already on the node (downloaded by M(ansible.builtin.get_url)). Exactly one of O(src) and
-      O(archive).
+    description: Archive already on the node. Exactly one of O(src), O(url) and O(archive).
     type: path
+  download_dir:
+    description: Directory on the node that keeps the archives downloaded from O(url) (created C(0755) when missing).
+    type: path
+    default: /var/cache/ascend-vllm-pd
+  download_retries:
+    description: Attempts after a failed download from O(url), O(download_delay) seconds apart. At least 0.
+    type: int
+    default: 3
+  download_delay:
+    description: Seconds between two attempts of a download from O(url). At least 0.
+    type: int
+    default: 5
   checksum:
-    description: C(sha256:<hex>) of the archive; empty checks nothing (M(ansible.builtin.get_url) checked it).
+    description:
+      - C(sha256:<hex>) of the archive; empty checks nothing.
+      - With O(url), M(ansible.builtin.get_url) checks the download against it, so it may also be
+        C(sha256:<URL of the release's checksum file>).
     type: str
     default: ""
   checksum_name:
@@ -69,14 +90,32 @@ EXAMPLES = r"""
       - {name: etcd-v3.5.12-linux-amd64/etcd, dest: /usr/local/bin/etcd, mode: "0755"}
       - {name: etcd-v3.5.12-linux-amd64/etcdctl, dest: /usr/local/bin/etcdctl, mode: "0755"}
   notify: Restart etcd
+
+- name: Download Prometheus into /var/cache/ascend-vllm-pd and install prometheus and promtool from it
+  ascend.vllm_pd.archive_install:
+    url: https://github.com/prometheus/prometheus/releases/download/v3.5.0/prometheus-3.5.0.linux-amd64.tar.gz
+    checksum: sha256:https://github.com/prometheus/prometheus/releases/download/v3.5.0/sha256sums.txt
+    checksum_name: monitoring_prometheus_checksum
+    members:
+      - {name: prometheus-3.5.0.linux-amd64/prometheus, dest: /usr/local/bin/prometheus, mode: "0755"}
+      - {name: prometheus-3.5.0.linux-amd64/promtool, dest: /usr/local/bin/promtool, mode: "0755"}
+  register: prometheus_binaries
 """
 
 RETURN = r"""
 changed_paths:
-  description: Installed paths whose content or mode changed (or would, in check mode).
+  description:
+    - Installed paths whose content or mode changed (or would, in check mode).
+    - C(changed) is true when this list is not empty; a download into O(download_dir) alone does not count.
   returned: always
   type: list
   elements: str
+download:
+  description: With O(url), the result of M(ansible.builtin.get_url), with C(attempts), C(dest) (the node's copy) and
+    C(changed) (a download, or the directory made).
+  returned: with O(url)
+  type: dict
+  sample: {changed: true, attempts: 1, dest: /var/cache/ascend-vllm-pd/etcd-v3.5.12-linux-amd64.tar.gz}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -90,7 +129,11 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "src": {"type": "path"},
+            "url": {"type": "str"},
             "archive": {"type": "path"},
+            "download_dir": {"type": "path", "default": "/var/cache/ascend-vllm-pd"},
+            "download_retries": {"type": "int", "default": 3},
+            "download_delay": {"type": "int", "default": 5},
             "checksum": {"type": "str", "default": ""},
             "checksum_name": {"type": "str", "default": "the pinned checksum"},
             "members": {"type": "list", "elements": "dict", "required": True, "options": {
@@ -99,14 +142,15 @@ def main():
                 "mode": {"type": "str", "required": True},
             }},
         },
-        required_one_of=[("src", "archive")],
-        mutually_exclusive=[("src", "archive")],
+        required_one_of=[("src", "url", "archive")],
+        mutually_exclusive=[("src", "url", "archive")],
         supports_check_mode=True,
     )
     p = module.params
     if p["archive"] is None:
-        module.fail_json(msg="src %s is sent by the action plugin (ascend.vllm_pd.archive_install), which passes "
-                             "the node's copy as archive" % p["src"])
+        given = "src %s is sent" % p["src"] if p["src"] else "url %s is downloaded" % p["url"]
+        module.fail_json(msg="%s by the action plugin (ascend.vllm_pd.archive_install), which passes the node's copy "
+                             "as archive" % given)
     try:
         members = [dict(m, mode=parse_mode(m["mode"])) for m in p["members"]]
         check_checksum(p["archive"], p["checksum"], pin_name=p["checksum_name"])

@@ -12,7 +12,7 @@ import tarfile
 import pytest
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._archive import (
-    ArchiveError, check_checksum, member_files, parse_checksum, read_members)
+    ArchiveError, check_checksum, file_digest, member_files, parse_checksum, read_members)
 from ansible_collections.ascend.vllm_pd.plugins.module_utils._files import apply
 
 ETCD = b"\x7fELF etcd 3.5.12"
@@ -62,12 +62,17 @@ def test_parse_checksum_reads_pinned_forms():
     hexd = "ab" * 32
     assert parse_checksum("sha256:" + hexd) == ("sha256", hexd)
     assert parse_checksum(hexd.upper()) == ("sha256", hexd)
+    assert parse_checksum(" SHA256:%s\n" % hexd.upper()) == ("sha256", hexd)  # as pasted from a checksum file
+    assert parse_checksum("sha512:" + "cd" * 64) == ("sha512", "cd" * 64)
     assert parse_checksum("") is None
     assert parse_checksum("  ") is None
 
 
 @pytest.mark.parametrize("pinned, says", [
     ("sha256:abc", "is not a sha256 hex digest"),
+    ("sha512:" + "ab" * 32, "is not a sha512 hex digest"),  # a sha256 digest under another algorithm
+    # the release's checksum file is get_url's to read (archive_install url): a local archive wants the digest
+    ("sha256:https://github.com/prometheus/prometheus/releases/download/v3.5.0/sha256sums.txt", "unknown algorithm"),
     ("md7:" + "ab" * 16, "unknown algorithm 'md7'"),
     ("sha256:" + "zz" * 32, "is not a sha256 hex digest"),
 ])
@@ -88,6 +93,14 @@ def test_check_checksum_passes_the_pinned_archive_and_names_the_pin_of_another(a
     assert msg.endswith("correct etcd_checksums['v3.5.12']['amd64']")
 
 
+def test_check_checksum_reads_the_pinned_algorithm(archive):
+    digest = hashlib.sha512(open(archive, "rb").read()).hexdigest()
+    assert file_digest(archive, "sha512") == digest
+    check_checksum(archive, "sha512:" + digest)
+    with pytest.raises(ArchiveError, match="has sha512 "):
+        check_checksum(archive, "sha512:" + "0" * 128)
+
+
 def test_read_members_reads_only_the_named_files(archive):
     got = read_members(archive, ["etcd-v3.5.12-linux-amd64/etcd", "etcd-v3.5.12-linux-amd64/etcdctl"])
     assert got == {"etcd-v3.5.12-linux-amd64/etcd": ETCD, "etcd-v3.5.12-linux-amd64/etcdctl": ETCDCTL}
@@ -105,6 +118,19 @@ def test_read_members_names_the_missing_member_and_what_the_archive_has(archive)
     msg = str(e.value)
     assert "has no regular file etcd-v3.5.12-linux-arm64/etcd, etcd-v3.5.12-linux-amd64;" in msg  # a directory is no file
     assert "etcd-v3.5.12-linux-amd64/etcdctl" in msg
+
+
+@pytest.mark.parametrize("mode", ["w:bz2", "w:xz", "w"])
+def test_read_members_detects_the_compression(tmp_path, mode):
+    path = make_archive(tmp_path / "etcd.tar", {"etcd-v3.5.12-linux-amd64/etcd": ETCD}, mode=mode)
+    assert read_members(path, ["etcd-v3.5.12-linux-amd64/etcd"]) == {"etcd-v3.5.12-linux-amd64/etcd": ETCD}
+
+
+def test_read_members_names_only_some_files_of_a_large_archive(tmp_path):
+    path = make_archive(tmp_path / "many.tar.gz", {"d/f%02d" % i: b"x" for i in range(12)})
+    with pytest.raises(ArchiveError) as e:
+        read_members(path, ["d/etcd"])
+    assert "d/f07" in str(e.value) and "d/f08" not in str(e.value) and str(e.value).endswith("(and 4 more)")
 
 
 def test_read_members_says_when_the_file_is_no_archive(tmp_path):
