@@ -28,6 +28,9 @@ if ! command -v promtool >/dev/null; then
   [ "$own_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
   [ "$rc" = 0 ] || { echo "test.sh: promtool is missing and apt-get install prometheus failed" >&2; exit 1; }
 fi
+# tests/unit/proxy/test_proxy_live.py runs the proxy wrapper live (its process, both uvicorn listeners, the prober and
+# the forwarding to stub engines on 127.0.0.1, with a stand-in for the upstream script) on the web stack
+# requirements.txt pins (fastapi, httpx, uvicorn); no proxy test skips: a missing package fails it, naming ./setup.sh.
 pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/monitoring tests/sim/test_tools.py \
   tests/sim/test_loadgen.py
 step "ansible-test sanity (offline; tests/sanity.sh)"
@@ -41,10 +44,12 @@ sim/cluster.sh build   # installs and starts what it needs (deps) first
 sim/cluster.sh up      # the live tests of test_cluster.py need the nodes (molecule recreates them after)
 # The engine simulator's tests run the real proxy and real yuanrong workers: a venv with the proxy's
 # dependencies and the datasystem wheel (the one the cluster build downloaded), and the unpacked sdist.
+# test_honest_proxy.py runs the wrapper around the real upstream script of that sdist (and checks that the fast
+# suite's stand-in keeps its interface); it fails, never skips, without them.
 . sim/.cache/artifacts.env
 if [ ! -x .cache/engine-venv/bin/dscli ]; then
   python3 -m venv .cache/engine-venv
-  .cache/engine-venv/bin/pip install -q "fastapi<0.124.0" httpx uvicorn pytest==9.2.0 "$A3SIM_YUANRONG_WHEEL" \
+  .cache/engine-venv/bin/pip install -q fastapi==0.123.10 httpx==0.29.0 uvicorn==0.55.0 pytest==9.2.0 "$A3SIM_YUANRONG_WHEEL" \
     2> >(grep -v "is ignored: it is neither" >&2)
 fi
 if [ ! -d .cache/vllm-ascend-src/vllm_ascend ]; then

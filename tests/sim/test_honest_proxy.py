@@ -18,6 +18,7 @@ every process a test starts is stopped in its teardown.
 """
 
 import http.client as httpclient
+import importlib.util
 import json
 import os
 import re
@@ -64,21 +65,27 @@ def _find_vas_src():
     return None
 
 
-def _deps_ok():
-    try:
-        import fastapi  # noqa: F401
-        import httpx  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def _missing_deps():
+    missing = []
+    for name in ("fastapi", "httpx", "uvicorn"):
+        try:
+            __import__(name)
+        except ImportError as exc:
+            missing.append("%s (%s)" % (name, exc))
+    return missing
 
 
+# Nothing here skips: run without what it needs, the module fails at once and says what to do. The wrapper's own
+# live path (with a stand-in upstream) is in the fast suite: tests/unit/proxy/test_proxy_live.py.
 VAS_SRC = _find_vas_src()
-pytestmark = pytest.mark.skipif(
-    VAS_SRC is None or not _deps_ok(),
-    reason="needs the vllm-ascend 0.18.0 source tree (VLLM_ASCEND_SRC) and fastapi<0.124, httpx, uvicorn "
-           "in this interpreter (.cache/engine-venv)")
+_NEEDS = [("the vllm-ascend 0.18.0 source tree with %s (VLLM_ASCEND_SRC)" % PROXY_REL)] if VAS_SRC is None else []
+_NEEDS += ["%s in %s" % (m, sys.executable) for m in _missing_deps()]
+if _NEEDS:
+    pytest.fail("tests/sim/test_honest_proxy.py needs %s. ./test.sh provides them after sim/cluster.sh build: the engine "
+                "venv .cache/engine-venv (fastapi<0.124.0, httpx, uvicorn) and the vllm-ascend sdist unpacked into "
+                ".cache/vllm-ascend-src; run it as ./test.sh does (VLLM_ASCEND_SRC=.cache/vllm-ascend-src "
+                ".cache/engine-venv/bin/python -m pytest tests/sim/test_honest_proxy.py)" % "; ".join(_NEEDS),
+                pytrace=False)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -395,8 +402,13 @@ class FakeBackend:
 
 @pytest.fixture(scope="session")
 def hosts():
-    """Add the test IPs to lo as /32 (like sim/up does); remove them afterwards."""
-    yield from loopback_addresses(TEST_IPS)
+    """Add the test IPs to lo as /32 (like sim/up does); remove them afterwards. Where that cannot be done, the
+    tests that need them fail (simnet's skip becomes a failure: no proxy test skips)."""
+    try:
+        yield from loopback_addresses(TEST_IPS)
+    except pytest.skip.Exception as exc:
+        pytest.fail("the test addresses %s cannot be added to lo: %s (run as root, as ./test.sh does)"
+                    % (", ".join(TEST_IPS), exc.msg), pytrace=False)
 
 
 def _node_dir(tmp):
@@ -966,6 +978,57 @@ def test_command_line(tmp_path):
     assert "secret-1" not in r.stderr + r.stdout and "secret-2" not in r.stderr + r.stdout
     r = run("--a3-secrets-file", "missing.json")
     assert r.returncode == 2 and "cannot use the secrets file" in r.stderr
+
+
+# ----------------------------------------------------------------------------- the fast suite's stand-in
+
+STANDIN = REPO / "tests" / "unit" / "proxy" / "upstream_standin.py"
+# What the wrapper (a3proxy) uses of the upstream module (it sets global_args itself) and of its classes.
+WRAPPER_USES = {
+    "module": ("parse_args", "app", "ProxyState", "ServerState", "proxy_state"),
+    "ProxyState": ("select_prefiller", "select_decoder", "release_prefiller", "release_prefiller_kv",
+                   "release_decoder", "_update_prefiller_priority", "_update_decoder_priority",
+                   "abort_prefiller_request", "add_prefillers", "add_decoders", "remove_prefillers", "remove_decoders"),
+}
+
+
+def _module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _public_methods(cls):
+    return {name for name, value in vars(cls).items() if callable(value) and not name.startswith("_")}
+
+
+def test_the_fast_suites_stand_in_keeps_the_upstreams_interface(monkeypatch):
+    """tests/unit/proxy/test_proxy_live.py runs the wrapper around upstream_standin.py (the fast suite has no
+    vllm-ascend source tree). The stand-in must stay what it stands for: the same command line (options, defaults,
+    the host and port count check), the same routes, every name the wrapper uses, and no public method the
+    upstream does not have."""
+    real = _module(VAS_SRC / PROXY_REL, "a3_test_real_upstream")
+    standin = _module(STANDIN, "a3_test_upstream_standin")
+    for argv in (["x"], ["x", "--port", "8088", "--host", "0.0.0.0", "--prefiller-hosts", "10.0.0.1", "10.0.0.2",
+                         "--prefiller-ports", "1", "2", "--decoder-hosts", "10.0.0.3", "--decoder-ports", "3",
+                         "--max-retries", "2", "--retry-delay", "0.5"]):
+        monkeypatch.setattr(sys, "argv", argv)
+        assert vars(standin.parse_args()) == vars(real.parse_args()), argv
+    monkeypatch.setattr(sys, "argv", ["x", "--decoder-hosts", "a", "b", "--decoder-ports", "1"])
+    for module in (real, standin):
+        with pytest.raises(ValueError, match="Number of decoder hosts must match number of decoder ports"):
+            module.parse_args()
+
+    def routes(app):
+        return sorted((r.path, sorted(getattr(r, "methods", None) or ())) for r in app.routes)
+
+    assert routes(standin.app) == routes(real.app)
+    for module in (real, standin):
+        assert all(hasattr(module, name) for name in WRAPPER_USES["module"]), module.__name__
+        assert all(callable(getattr(module.ProxyState, name, None)) for name in WRAPPER_USES["ProxyState"])
+    assert _public_methods(standin.ProxyState) <= _public_methods(real.ProxyState)
+    assert _public_methods(standin.ServerState) <= _public_methods(real.ServerState)
 
 
 def test_drain_keeps_new_requests_off_a_backend_through_its_restart(procs, pair):
@@ -1556,9 +1619,11 @@ class TlsEtcd:
         self.server.server_close()
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl tool to make test certificates")
 def test_etcd_over_tls_with_a_client_certificate(tmp_path):
     import base64
+    if shutil.which("openssl") is None:
+        pytest.fail("this test makes its certificates with the openssl tool, which is missing: apt-get install openssl",
+                    pytrace=False)
     (tmp_path / "pki").mkdir()
     pki = _pki(tmp_path / "pki")
     worker = "127.0.0.1:18481"

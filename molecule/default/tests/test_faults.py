@@ -38,6 +38,20 @@ def wait_for(predicate, timeout=90, step=2):
 ALL_WORKERS = sorted("%s:18481" % ip for ip in IPS.values())
 
 
+def recap_failed(out):
+    """{host: failed count} of the play recap."""
+    found = re.findall(r"^(\w+)\s+: ok=\d+\s+changed=\d+\s+unreachable=\d+\s+failed=(\d+)", out, re.M)
+    return {host: int(failed) for host, failed in found}
+
+
+def failure_of(host, out):
+    """The text of host's failed task results ("fatal: [host]: FAILED! => ..." up to the next result, task or
+    recap line), whitespace collapsed (the yaml result format folds long lines)."""
+    parts = re.findall(r"^fatal: \[%s\]: FAILED! =>(.*?)(?=^(?:ok|changed|fatal|failed|skipping|included): \[|^TASK \[|"
+                       r"^RUNNING HANDLER \[|^PLAY |\Z)" % re.escape(host), out, re.M | re.S)
+    return re.sub(r"\s+", " ", " ".join(parts))
+
+
 def worker_pid(node):
     return in_container(node, "pgrep -f -- -worker_address=%s:18481" % IPS[node]).stdout.strip()
 
@@ -106,7 +120,11 @@ def test_kv_port_already_bound_fails_early_with_advice():
         rc, out = play("site.yml", "--tags", "vllm_decode", "--limit", "d0,d1,p0")
         assert rc != 0 and time.monotonic() - start < 200, out[-3000:]
         assert "Address already in use" in out and "Mooncake kv ports" in out, out[-4000:]
-        assert "d1" in out
+        # The failure is d1's, and its message names the address and port the holder took (d1's own engine log
+        # line, addr='tcp://127.30.0.14:30120'): not merely "d1" somewhere in a run limited to d0,d1,p0.
+        assert recap_failed(out).get("d1", 0) >= 1, out[-3000:]
+        d1_failure = failure_of("d1", out)
+        assert "Address already in use" in d1_failure and "%s:30120" % IPS["d1"] in d1_failure, out[-4000:]
     finally:
         NODES["d1"].run("kill %s", holder)
     rc, out = play("site.yml", "--tags", "vllm_decode", "--limit", "d0,d1,p0")

@@ -2,8 +2,9 @@
 """Helpers of the honest proxy's unit tests: an ASGI driver and a stand-in for the upstream script (its ProxyState
 and ServerState, as v0.18.0 behaves), and the package (roles/proxy/files/a3proxy) on the path.
 
-Plain Python: no fastapi, httpx or uvicorn. The live behaviour around the real upstream script is tested in
-tests/sim/test_honest_proxy.py.
+Plain Python: no fastapi, httpx or uvicorn. The wrapper's live path (its process, the uvicorn listeners, the httpx
+prober and forwarding, with a stand-in upstream script) is tested in test_proxy_live.py; the behaviour around the
+real upstream script in tests/sim/test_honest_proxy.py.
 """
 from __future__ import annotations
 

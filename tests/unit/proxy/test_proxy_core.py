@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import time
 
 import pytest
 from a3proxy import auth, core, engine
@@ -185,6 +186,11 @@ def stand_in(behaviour, seen):
         if behaviour == "hang":
             await receive()
             return
+        if behaviour == "blank":  # keep-alive blanks, then nothing
+            for blank in (b"\n\n", b" \r\n", b""):
+                await send({"type": "http.response.body", "body": blank, "more_body": True})
+            await receive()
+            return
         state.release_prefiller_kv(p, 100.0)
         if behaviour in ("stall_stream", "stall"):
             await send({"type": "http.response.body", "body": CHUNK if behaviour == "stall_stream" else b'{"cho',
@@ -249,6 +255,44 @@ def test_no_first_byte_is_a_503_and_the_load_is_released():
     assert status == 503 and headers[b"retry-after"] == b"10" and "first-byte timeout" in body.decode()
     assert loads(state) == [("10.0.0.1:1", 0.0, 0.0), ("10.0.0.2:2", 0.0, 0.0)]
     assert proxy.counters["a3_proxy_first_byte_timeouts_total"] == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_blank_chunks_are_not_a_first_byte(stream):
+    """A 200 whose body so far is blank (keep-alive newlines and spaces, an empty chunk): no first byte, so the
+    first-byte timeout gives 503 and the client never sees the 200."""
+    body = {"model": "m", "prompt": "p", "stream": stream}
+    status, headers, answer, proxy, state, _unused = complete("blank", body)
+    assert status == 503 and headers[b"retry-after"] == b"10" and "first-byte timeout" in answer.decode()
+    assert proxy.counters["a3_proxy_first_byte_timeouts_total"] == 1
+    assert loads(state) == [("10.0.0.1:1", 0.0, 0.0), ("10.0.0.2:2", 0.0, 0.0)]
+
+
+def test_an_error_status_with_a_body_is_not_a_first_byte():
+    """The upstream app's own 500 with a text body: not a first byte (not 2xx), so no answer starts; the client
+    gets a 502 in OpenAI's shape, not the upstream's status and text."""
+    async def app(scope, receive, send):
+        await receive()
+        await send({"type": "http.response.start", "status": 500, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"Internal Server Error", "more_body": False})
+
+    proxy, _unused = make(app, a3_first_byte_timeout=5.0)
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        await asyncio.sleep(3600)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/completions", "headers": []}
+    began = time.monotonic()
+    contextvars.copy_context().run(lambda: asyncio.run(proxy.completion(scope, b'{"prompt": "p", "stream": true}',
+                                                                        receive, send)))
+    assert time.monotonic() - began < 5.0  # answered when the upstream ended, not at the first-byte timeout
+    err = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))["error"]
+    assert sent[0]["status"] == 502 and err["type"] == "BadGatewayError"
+    assert err["message"] == "the proxy engine answered HTTP 500: Internal Server Error"
 
 
 def test_a_stalled_stream_ends_with_an_error_event_and_done():

@@ -49,7 +49,12 @@ def test_the_limits_defaults_are_the_wrappers():
 
 
 def test_the_spec_lists_the_shared_values_the_role_reads():
-    options = _yaml(ROLE / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+    """Every value the role reads is declared in its own spec or in roles/common's (its dependency, which declares
+    the values several roles share); the secrets with no_log."""
+    options = dict(_yaml(ROLE / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"])
+    for entry in _yaml(ROOT / "roles" / "common" / "meta" / "argument_specs.yml")["argument_specs"].values():
+        for name, spec in (entry.get("options") or {}).items():
+            options.setdefault(name, spec)
     for name in ("proxy_api_keys", "proxy_admin_token", "vllm_api_key"):
         assert options[name].get("no_log") is True, name
     for name in ("proxy_admin_bind_host", "proxy_admin_port", "proxy_admin_url", "etcd_tls", "etcd_pki_dir",
@@ -115,10 +120,15 @@ CASES = {
 def rendered():
     """{case: (proxy_argv, proxy_secrets)} as the role's variables make them for each of CASES (ansible-core's
     templating, in one process of its own)."""
-    pytest.importorskip("ansible.template")
+    try:
+        import ansible.template  # noqa: F401  (the render below runs in a process of its own)
+    except ImportError as exc:
+        pytest.fail("rendering the role's command line needs ansible-core in %s (%s): run ./setup.sh"
+                    % (sys.executable, exc), pytrace=False)
     collections = ROOT / ".venv" / "collections"
     if not (collections / "ansible_collections" / "ascend" / "vllm_pd").exists():
-        pytest.skip("the checkout is not linked into .venv/collections (tests/conftest.py does it)")
+        pytest.fail("the checkout is not linked into .venv/collections as ascend.vllm_pd: run ./setup.sh",
+                    pytrace=False)
     cases = [dict({"a3": A3, "inventory_hostname": "p0"}, **values) for values in CASES.values()]
     out = subprocess.run([sys.executable, "-c", RENDER, str(collections), str(ROOT), json.dumps(cases)],
                          capture_output=True, text=True, timeout=120, check=False, env=dict(os.environ))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from a3proxy import auth, core
 from a3proxy import rotation as r
 
-from proxy_fakes import FakeServer
+from proxy_fakes import FakeServer, fake_upstream, options
 
 
 def server(host, port, tokens=0.0, kv=0.0):
@@ -50,7 +51,28 @@ def test_choose_undrained_weighs_prefill_kv_like_the_upstream_and_breaks_ties_by
 def test_outstanding_load_counts_prefill_kv_until_decode_pulled_it():
     assert r.outstanding_load(server("p", 1, tokens=0.0, kv=120.5), "prefill") == 120.5
     assert r.outstanding_load(server("d", 1, tokens=30.0, kv=99.0), "decode") == 30.0
-    assert r.outstanding_load(server("d", 1, tokens=1e-14), "decode") < r.IDLE_LOAD
+
+
+def test_what_the_upstreams_float_scores_leave_on_an_idle_backend_shows_as_no_load():
+    """The upstream books and releases float scores (a prefill's: 120.0745 + request bytes / 4 x 0.0345): an idle
+    backend is left with a rounding rest, slightly below zero here. /a3/backends (the core's snapshots) shows it
+    as 0.0, not -0.0 or -2.8e-14; a real load still shows."""
+    up = fake_upstream()
+    proxy = core.HonestProxy(up, options(), auth.NO_SECRETS)
+    prefill, decode = up.proxy_state.prefillers[0], up.proxy_state.decoders[0]
+    scores = [120.0745 + length / 4.0 * 0.0345 for length in (7, 1013, 33)]
+    for score in scores:
+        prefill.active_tokens += score
+        prefill.active_kv_cache += score
+    for score in scores:
+        prefill.active_tokens -= score
+        prefill.active_kv_cache -= score
+    rest = r.outstanding_load(prefill, "prefill")
+    assert rest != 0.0 and abs(rest) < 1e-9  # the rest is there, and it is rounding
+    decode.active_tokens = 0.25
+    shown = {s["backend"]: s["outstanding_load"] for s in proxy.snapshots()}
+    assert shown == {"10.0.0.1:1": 0.0, "10.0.0.2:2": 0.25}
+    assert str(shown["10.0.0.1:1"]) == "0.0"
 
 
 def test_index_of_finds_the_object_not_an_equal_one():
