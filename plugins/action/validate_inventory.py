@@ -7,9 +7,9 @@ from __future__ import annotations
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import from_hostvars
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import validate
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import from_hostvars
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation import validate
 
 
 class ActionModule(ActionBase):
@@ -21,7 +21,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         allow = boolean(self._task.args.get("allow_placeholders", False), strict=False)
-        # what each host sets in the inventory, else the default of the collection role that ships it
+        # every option the roles' specs declare: what each host sets in the inventory, else the default of the
+        # collection role that ships it
         errors, warnings = validate(from_hostvars(task_vars["hostvars"], task_vars["groups"], role_defaults()),
                                     allow_placeholders=allow)
         result.update(changed=False, inventory_warnings=warnings)

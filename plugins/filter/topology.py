@@ -46,7 +46,7 @@ from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import ro
 
 def topology(groups, hostvars):
     try:
-        # only what the derivation reads (validation reads every HOST_KEY, once, on the controller)
+        # only what the derivation reads (the validation reads every option the specs declare, once, on the controller)
         return derive(from_hostvars(hostvars, groups, role_defaults(), keys=TOPOLOGY_KEYS))
     except (TopologyError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("cannot derive the topology (%s): run playbooks/validate.yml to see every "

@@ -1,10 +1,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to ascend.vllm_pd
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Build the plain inventory dict that _topology works on from Ansible's hostvars and groups."""
+"""Build the plain inventory dict the topology and the validation work on from Ansible's hostvars and groups:
+
+    {"groups": {"prefill": [...], "decode": [...]},
+     "hosts": {name: {<per-host key>: value}}}
+
+The per-host keys are the options the roles' argument specs declare (_specs.host_keys: every option but the
+topology fact and what derives from it). Pure functions, no Ansible imports; the bottom of the import chain
+validation -> topology -> inventory (-> specs, defaults).
+"""
 from __future__ import annotations
 
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import HOST_KEYS, SIDES
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._specs import host_keys
+
+# The inventory groups of the two sides, prefill first.
+SIDES = ("prefill", "decode")
 
 
 def _plain(value):
@@ -22,13 +33,15 @@ def _plain(value):
     return str(value)
 
 
-def from_hostvars(hostvars, groups, defaults=None, keys=HOST_KEYS) -> dict:
-    """Read `keys` for every prefill/decode host: the host's own value when the inventory (or -e, or a
-    fact) sets one (hostvars templates it), else the collection's role default from `defaults`, else None.
+def from_hostvars(hostvars, groups, defaults=None, keys=None) -> dict:
+    """Read `keys` (default: every per-host key the specs declare) for every prefill/decode host: the host's own
+    value when the inventory (or -e, or a fact) sets one (hostvars templates it), else the collection's role
+    default from `defaults`, else None.
 
     hostvars never holds role defaults, so without `defaults` an inventory of hosts alone would read
     as all None."""
     defaults = defaults or {}
+    keys = host_keys() if keys is None else keys
     grp = {side: [str(h) for h in (groups.get(side) or [])] for side in SIDES}
     hosts = {}
     for side in SIDES:

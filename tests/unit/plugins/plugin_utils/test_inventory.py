@@ -1,12 +1,14 @@
 # -*- coding: utf-8 -*-
-"""_inventory.from_hostvars: what a host sets wins, else the collection's role default, else None."""
+"""_inventory.from_hostvars: what a host sets wins, else the collection's role default, else None; the keys it
+collects are the options the roles' specs declare."""
 from __future__ import annotations
 
 from collections import OrderedDict
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _inventory as I
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import HOST_KEYS, derive
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._specs import from_fact, host_keys, load
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import derive
 
 GROUPS = {"prefill": ["p0", "p1"], "decode": ["d0", "d1"], "ungrouped": ["localhost"]}
 
@@ -28,7 +30,7 @@ def test_a_value_the_host_sets_wins_over_the_default():
 def test_without_defaults_an_unset_key_reads_none():
     inv = I.from_hostvars(hosts_alone(), GROUPS)
     assert inv["hosts"]["p0"]["vllm_api_port"] is None
-    assert set(inv["hosts"]["p0"]) == set(HOST_KEYS)
+    assert set(inv["hosts"]["p0"]) == set(host_keys())
 
 
 def test_only_prefill_and_decode_hosts_in_group_order():
@@ -68,6 +70,16 @@ def test_the_collection_defaults_make_a_hosts_only_inventory_derive_the_seed_top
 
 
 def test_role_defaults_ship_every_host_key_but_the_per_host_ones():
-    defaults = role_defaults()
-    per_host = {"a3_business_ip", "a3_nic_name", "vllm_dp_address"}
-    assert sorted(k for k in HOST_KEYS if k not in defaults) == sorted(per_host)
+    """A key without a shipped default is a required option (the inventory's business IP and NIC, or a value a
+    wrapper role passes) or the optional per-host DP address."""
+    defaults, specs = role_defaults(), load()
+    unshipped = {k for k in host_keys() if k not in defaults}
+    assert unshipped == {k for k in host_keys() if specs[k].required} | {"vllm_dp_address"}
+    assert {"a3_business_ip", "a3_nic_name"} <= unshipped
+
+
+def test_the_keys_are_the_declared_options_but_the_fact_and_what_derives_from_it():
+    keys, specs = host_keys(), load()
+    assert set(keys) == set(specs) - from_fact()
+    assert {"a3", "a3_self", "yuanrong_worker_address", "proxy_admin_url"} <= from_fact()
+    assert "a3" not in keys and "vllm_api_port" in keys and keys[0] in specs

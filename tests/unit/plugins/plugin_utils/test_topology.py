@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Topology derivation and inventory validation (pure functions)."""
+"""Topology derivation (_topology) and the inventory validation of the layout (_validation), pure functions."""
 from __future__ import annotations
 
 import copy
@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _topology as T
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _validation as V
 
 BASE_HOST = {
     "a3_npus_per_node": 16, "a3_etcd_host": "", "a3_proxy_host": "",
@@ -67,7 +68,7 @@ def test_etcd_and_proxy_host_can_be_moved():
 
 
 def test_seed_inventory_is_valid_with_one_warning_per_instance():
-    errors, warnings = T.validate(inventory())
+    errors, warnings = V.validate(inventory())
     assert errors == []
     assert len(warnings) == 4 and all("random port band [20000, 36000)" in w for w in warnings)
 
@@ -89,7 +90,7 @@ def test_parse_size_rejects_garbage():
 
 
 def _one_error(inv, **kw):
-    errors, _unused = T.validate(inv, **kw)
+    errors, _unused = V.validate(inv, **kw)
     assert len(errors) == 1, errors
     return errors[0]
 
@@ -104,7 +105,7 @@ def test_placeholder_named_with_host_and_variable():
 def test_placeholders_are_warnings_in_render_mode():
     inv = inventory()
     inv["hosts"]["p1"]["a3_nic_name"] = "<业务网卡名>"
-    errors, warnings = T.validate(inv, allow_placeholders=True)
+    errors, warnings = V.validate(inv, allow_placeholders=True)
     assert errors == [] and any("p1: a3_nic_name is still the placeholder" in w for w in warnings)
 
 
@@ -113,7 +114,7 @@ def test_all_problems_reported_at_once():
     inv["hosts"]["p0"]["a3_business_ip"] = "192.0.2.300"
     inv["hosts"]["d1"]["a3_nic_name"] = ""
     inv["hosts"]["d0"]["a3_business_ip"] = "192.0.2.12"
-    errors, _unused = T.validate(inv)
+    errors, _unused = V.validate(inv)
     assert len(errors) == 3
     assert any(e.startswith("p0: a3_business_ip '192.0.2.300' is not a valid IP") for e in errors)
     assert any(e.startswith("d1: a3_nic_name is not set") for e in errors)
@@ -130,13 +131,13 @@ def test_empty_group():
 def test_host_in_both_groups():
     inv = inventory()
     inv["groups"]["decode"] = ["d0", "p1"]
-    errors, _unused = T.validate(inv)
+    errors, _unused = V.validate(inv)
     assert any("p1: host is in both 'prefill' and 'decode'" in e for e in errors)
 
 
 def test_tp_times_local_above_npus():
     inv = inventory(vllm_dp_size_local=2)
-    errors, _unused = T.validate(inv)
+    errors, _unused = V.validate(inv)
     assert any(e.startswith("p0, p1: vllm_prefill_tp_size 16 x vllm_dp_size_local 2 = 32 NPUs, but the node has 16")
                for e in errors), errors
 
@@ -151,7 +152,7 @@ def test_kv_ranges_of_two_instances_overlap():
     # decode kv 30100 with tp 16: rank ranges 30100-30115 and 30116-30131; prefill kv 30110 overlaps
     # nothing on decode hosts, but a prefill kv port inside its own API port does.
     inv = inventory(vllm_prefill_kv_port=6690)
-    errors, _unused = T.validate(inv)
+    errors, _unused = V.validate(inv)
     assert any(e.startswith("p0: vllm API port of dp rank 0 (vllm_api_port) [6700-6700] overlaps Mooncake kv ports")
                for e in errors), errors
 
@@ -174,7 +175,7 @@ def test_per_side_layout_of_the_glm5_guide():
     # vLLM-Ascend's GLM-5 guide on four A3 nodes: prefill DP4 x TP8 (2 per node), decode DP8 x TP4 (4 per node)
     inv = inventory(vllm_prefill_dp_size_local=2, vllm_prefill_tp_size=8,
                     vllm_decode_dp_size_local=4, vllm_decode_tp_size=4)
-    errors, _unused = T.validate(inv)
+    errors, _unused = V.validate(inv)
     assert not errors, errors
     topo = T.derive(inv)
     assert topo["mooncake"] == {"prefill": {"dp_size": 4, "tp_size": 8}, "decode": {"dp_size": 8, "tp_size": 4}}
@@ -190,10 +191,10 @@ def test_per_side_layout_of_the_glm5_guide():
 
 
 def test_per_side_layout_must_fit_the_node():
-    errors, _unused = T.validate(inventory(vllm_decode_dp_size_local=4, vllm_decode_tp_size=8))
+    errors, _unused = V.validate(inventory(vllm_decode_dp_size_local=4, vllm_decode_tp_size=8))
     assert any(e.startswith("d0, d1: vllm_decode_tp_size 8 x vllm_decode_dp_size_local 4 = 32 NPUs, but the node has 16")
                for e in errors), errors
-    errors, _unused = T.validate(inventory(vllm_prefill_dp_size_local=0))
+    errors, _unused = V.validate(inventory(vllm_prefill_dp_size_local=0))
     assert any("vllm_prefill_dp_size_local is 0: set a positive integer" in e for e in errors), errors
 
 
@@ -228,7 +229,7 @@ def test_backends_lists_every_instance_prefill_first():
 def test_input_is_not_modified():
     inv = inventory()
     before = copy.deepcopy(inv)
-    T.validate(inv)
+    V.validate(inv)
     T.derive(inv)
     assert inv == before
 
@@ -282,7 +283,7 @@ def test_two_groups_on_four_hosts_one_per_node():
     assert topo["hosts"]["d1"]["instances"][0]["kv_ports"] == [30116, 30131]
     # the DP RPC port is bound by every group's master
     assert any("DP RPC" in w for _a, _b, w in T.host_ports("p1", topo, inventory()["hosts"]["p1"]))
-    errors, _unused = T.validate(inventory(vllm_prefill_dp_groups=2, vllm_decode_dp_groups=2))
+    errors, _unused = V.validate(inventory(vllm_prefill_dp_groups=2, vllm_decode_dp_groups=2))
     assert errors == []
 
 
@@ -312,7 +313,7 @@ def test_two_groups_on_eight_hosts():
     assert topo["mooncake"] == {"prefill": {"dp_size": 2, "tp_size": 16}, "decode": {"dp_size": 4, "tp_size": 8}}
     assert dec["groups"][1]["backend_hosts"] == \
         ["192.0.2.27", "192.0.2.27", "192.0.2.28", "192.0.2.28"]
-    errors, _unused = T.validate(inv)
+    errors, _unused = V.validate(inv)
     assert errors == []
     # one group per side on the same hosts stays one DP group of four
     one = T.derive(inventory8())
@@ -320,22 +321,22 @@ def test_two_groups_on_eight_hosts():
 
 
 def test_groups_that_do_not_divide_the_side_are_refused():
-    errors, _unused = T.validate(inventory8(vllm_prefill_dp_groups=3))
+    errors, _unused = V.validate(inventory8(vllm_prefill_dp_groups=3))
     (msg,) = [e for e in errors if "vllm_prefill_dp_groups" in e]
     assert msg.startswith("p0: vllm_prefill_dp_groups is 3 but the prefill group has 4 hosts (p0, p1, p2, p3)")
     assert "set vllm_prefill_dp_groups to one of 1, 2, 4" in msg
-    errors, _unused = T.validate(inventory(vllm_decode_dp_groups=4))
+    errors, _unused = V.validate(inventory(vllm_decode_dp_groups=4))
     assert any(e.startswith("d0: vllm_decode_dp_groups is 4 but the decode group has 2 hosts") for e in errors)
 
 
 def test_groups_must_be_a_positive_integer_and_one_value_per_side():
-    errors, _unused = T.validate(inventory(vllm_decode_dp_groups=0))
+    errors, _unused = V.validate(inventory(vllm_decode_dp_groups=0))
     assert any("d0, d1: vllm_decode_dp_groups is 0: set a positive integer" in e for e in errors)
-    errors, _unused = T.validate(inventory(vllm_prefill_dp_groups="two"))
+    errors, _unused = V.validate(inventory(vllm_prefill_dp_groups="two"))
     assert any("vllm_prefill_dp_groups is 'two'" in e for e in errors)
     inv = inventory()
     inv["hosts"]["p1"]["vllm_prefill_dp_groups"] = 2
-    errors, _unused = T.validate(inv)
+    errors, _unused = V.validate(inv)
     assert any(e.startswith("p0, p1: vllm_prefill_dp_groups differs between the prefill hosts (p0=1, p1=2)")
                for e in errors)
 
@@ -343,7 +344,7 @@ def test_groups_must_be_a_positive_integer_and_one_value_per_side():
 def test_dp_address_override_is_checked_against_its_own_group():
     inv = inventory8(vllm_prefill_dp_groups=2)
     inv["hosts"]["p3"]["vllm_dp_address"] = "192.0.2.21"   # group 0's master, not its own group's
-    _unused, warnings = T.validate(inv)
+    _unused, warnings = V.validate(inv)
     assert any(w.startswith("p3: vllm_dp_address 192.0.2.21 is not the prefill group's first host (192.0.2.23)")
                for w in warnings)
     assert not any(w.startswith("p1: vllm_dp_address") for w in warnings)

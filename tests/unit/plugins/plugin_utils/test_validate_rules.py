@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Per-variable validation rules (plugins/plugin_utils/_validate_rules.py) on plain dicts.
+"""The validation rules (plugins/plugin_utils/_validation) on plain dicts.
 
 The base inventory is built from the real files: every role default, then inventories/<name>/group_vars/all
 and hosts.yml, templated the way hostvars would be (a value that needs a3/a3_self stays unrendered and the
@@ -7,6 +7,7 @@ rules skip it). One test per rule: the message names the host(s), the variable, 
 """
 from __future__ import annotations
 
+import ast
 import copy
 import re
 import warnings
@@ -16,8 +17,10 @@ import jinja2
 import pytest
 import yaml
 
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _specs as S
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _topology as T
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _validate_rules as R
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _validation as V
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation import base as B
 
 ROOT = Path(__file__).resolve().parents[4]
 SEED_IPS = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}
@@ -47,6 +50,11 @@ def _render(value, context, env):
             out = env.from_string(value).render(context)
         except Exception:  # pylint: disable=broad-except
             return value  # needs a3/a3_self or an Ansible filter: stays a template, the rules skip it
+        if out[:1] in "{[" and value.strip().startswith("{{") and value.strip().endswith("}}"):
+            try:  # Ansible gives a template that evaluates to a mapping or a list as one (a native type)
+                return ast.literal_eval(out)
+            except (ValueError, SyntaxError):
+                return out
         return out
     return value
 
@@ -65,19 +73,19 @@ def load_inventory(name):
         groups[group] = list((body.get("hosts") or {}).keys())
         for host, hv in (body.get("hosts") or {}).items():
             values = dict(base, inventory_dir=str(inv_dir), inventory_hostname=host, **(hv or {}))
-            if T.PLACEHOLDER_RE.search(str(values["a3_business_ip"])):
+            if B.PLACEHOLDER_RE.search(str(values["a3_business_ip"])):
                 values.update(a3_business_ip=SEED_IPS[host], a3_nic_name="bond0")
             with warnings.catch_warnings():  # Ansible-only escapes in regex_search arguments
                 warnings.simplefilter("ignore", DeprecationWarning)
                 for _unused in range(4):  # templates referring to templates
                     values = {k: _render(v, values, env) for k, v in values.items()}
-            hosts[host] = {key: values.get(key) for key in T.HOST_KEYS}
+            hosts[host] = {key: values.get(key) for key in S.host_keys()}
     return {"groups": groups, "hosts": hosts}
 
 
 SEED = load_inventory("a3")
 SIM = load_inventory("sim")
-SEED_ERRORS, SEED_WARNINGS = T.validate(SEED)
+SEED_ERRORS, SEED_WARNINGS = V.validate(SEED)
 
 
 def seed(**everywhere):
@@ -95,7 +103,7 @@ def seed(**everywhere):
 
 
 def new_messages(inv, kind):
-    errors, warnings = T.validate(inv)
+    errors, warnings = V.validate(inv)
     if kind == "error":
         return errors
     return [w for w in warnings if w not in SEED_WARNINGS]
@@ -138,7 +146,7 @@ def test_seed_values_pass_with_only_the_mooncake_band_field_and_open_listener_wa
 
 
 def test_simulation_values_pass():
-    errors, warnings = T.validate(SIM)
+    errors, warnings = V.validate(SIM)
     assert errors == []
     assert all(_seed_kind(w) for w in warnings), warnings
     # the simulation really is different: small pool, loopback listen addresses, a loopback wheel URL, short timeouts
@@ -150,24 +158,28 @@ def test_simulation_values_pass():
 
 
 def test_every_variable_a_rule_reads_is_a_host_key():
-    assert set(R.RULE_KEYS) <= set(T.HOST_KEYS), sorted(set(R.RULE_KEYS) - set(T.HOST_KEYS))
-    assert len(set(T.HOST_KEYS)) == len(T.HOST_KEYS)
+    """The inventory reader collects every option a rule reads (the keys come from the specs)."""
+    keys = S.host_keys()
+    for rule in V.declared_rules():
+        assert set(rule.reads) <= set(keys), (rule.__name__, sorted(set(rule.reads) - set(keys)))
+    assert len(set(keys)) == len(keys) and set(T.TOPOLOGY_KEYS) <= set(keys)
 
 
 def test_no_host_key_refers_to_the_topology():
-    """The topology filter reads HOST_KEYS to build a3: a key whose value needs a3 or a3_self would recurse."""
+    """The topology filter reads TOPOLOGY_KEYS to build a3, the validation every host key: a key whose value needs
+    a3 or a3_self would recurse."""
     raw = {}
     for path in list(ROOT.glob("roles/*/defaults/main.yml")) + list(ROOT.glob("inventories/*/group_vars/all/*.yml")):
         for key, value in _yaml(path).items():
             raw.setdefault(key, []).append(value)
-    for key in T.HOST_KEYS:
+    for key in S.host_keys():
         for value in raw.get(key, []):
             assert not re.search(r"\{\{[^}]*\ba3(_self)?\b(?!_)", yaml.safe_dump(value)), (key, value)
 
 
 def test_null_knob_is_skipped_but_a_required_variable_is_not_set():
     """Role defaults are not hostvars: a knob read as None is not judged; a variable without default is."""
-    assert T.validate(seed(vllm_health_timeout=None, proxy_probe_interval=None, container_extra_env=None))[0] == []
+    assert V.validate(seed(vllm_health_timeout=None, proxy_probe_interval=None, container_extra_env=None))[0] == []
     one(seed(vllm_model_path=None), must=("vllm_model_path is not set", "set an absolute path"))
 
 
@@ -176,7 +188,7 @@ def test_absent_keys_are_skipped_and_templates_are_not_judged():
     for hv in inv["hosts"].values():
         del hv["container_image_tag"]
         hv["vllm_health_timeout"] = "{{ some_var }}"
-    assert T.validate(inv)[0] == []
+    assert V.validate(inv)[0] == []
 
 
 # --- hugepages ----------------------------------------------------------------------------------------------
@@ -236,7 +248,7 @@ def test_registry_with_scheme():
 
 def test_registry_forms_that_pass():
     for registry in ("", "quay.io", "m.daocloud.io/quay.io", "127.0.0.1:5000", "registry.local:443/mirror"):
-        assert T.validate(seed(container_registry=registry))[0] == [], registry
+        assert V.validate(seed(container_registry=registry))[0] == [], registry
 
 
 def test_image_name_with_uppercase():
@@ -388,7 +400,9 @@ def test_install_from_unknown():
 
 
 def test_package_version_empty():
-    one(seed(yuanrong_package_version=""), must=("yuanrong_package_version is ''", "openyuanrong-datasystem version"))
+    # "Not empty." in its description: the message names the shipped value as the example
+    one(seed(yuanrong_package_version=""), must=("yuanrong_package_version is ''",
+                                                 "set a non-empty value, e.g. 0.7.6rc1 (the default)"))
 
 
 # --- vLLM environment -----------------------------------------------------------------------------------------
@@ -416,7 +430,7 @@ def test_pythonhashseed_missing():
     inv = seed()
     for hv in inv["hosts"].values():
         hv["vllm_env_common"] = {k: v for k, v in hv["vllm_env_common"].items() if k != "PYTHONHASHSEED"}
-    errors, _unused = T.validate(inv)
+    errors, _unused = V.validate(inv)
     assert errors == ["p0, p1: PYTHONHASHSEED (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: vLLM "
                       "seeds its KV block hashes from it, without it every engine hashes differently and the pool "
                       "never hits: set PYTHONHASHSEED: \"0\" in vllm_env_common",
@@ -452,7 +466,7 @@ def test_ds_worker_addr_missing_with_the_yuanrong_backend():
     inv = seed()
     for hv in inv["hosts"].values():
         hv["vllm_env_common"] = {k: v for k, v in hv["vllm_env_common"].items() if k != "DS_WORKER_ADDR"}
-    errors = T.validate(inv)[0]
+    errors = V.validate(inv)[0]
     assert len(errors) == 2 and all("DS_WORKER_ADDR (vllm_env_common + " in e and "is not set" in e
                                     and "set DS_WORKER_ADDR: $ds_worker_addr" in e for e in errors), errors
 
@@ -492,7 +506,7 @@ def test_max_model_len(value):
 
 @pytest.mark.parametrize("value", [202752, "128k", -1, "auto", "25.6k"])
 def test_max_model_len_forms_vllm_reads(value):
-    assert T.validate(_args("vllm_serve_args_common", **{"max-model-len": value}))[0] == []
+    assert V.validate(_args("vllm_serve_args_common", **{"max-model-len": value}))[0] == []
 
 
 def test_speculative_config_not_a_mapping():
@@ -554,7 +568,7 @@ def test_pool_enabled_differs_between_hosts_warns():
 
 
 def test_served_model_name_empty():
-    one(seed(vllm_served_model_name=""), must=("vllm_served_model_name is ''", "the model name clients send"),
+    one(seed(vllm_served_model_name=""), must=("vllm_served_model_name is ''", "set a non-empty value, e.g. glm-5.1"),
         count=2)  # and the served-model-name flag no longer matches it
 
 
@@ -625,14 +639,23 @@ def test_proxy_extra_arg_boolean():
                                        ("container_pull_retries", True), ("yuanrong_arena_per_tenant", 0),
                                        ("preflight_hccn_max_workers", 0), ("gate_request_timeout", "soon")])
 def test_integer_knobs(key, value):
-    one(seed(**{key: value}), must=("%s is %s" % (key, R._show(value)), "set an integer >="))
+    one(seed(**{key: value}), must=("%s is %s" % (key, B.show(value)), "set an integer >="))
 
 
 def test_integer_knob_as_text_passes():
-    assert T.validate(seed(vllm_health_timeout="240"))[0] == []
+    assert V.validate(seed(vllm_health_timeout="240"))[0] == []
 
 
-@pytest.mark.parametrize("key", R.FLOAT_KEYS)
+# The proxy's seconds (--a3-probe-interval etc.), floats above 0 by their declaration ("Above 0.").
+PROXY_SECONDS = sorted(n for n, o in S.load().items() if o.role == "proxy" and o.type == "float" and o.above == 0)
+
+
+def test_the_proxy_seconds_are_declared_above_zero():
+    assert PROXY_SECONDS == ["proxy_body_timeout", "proxy_first_byte_timeout", "proxy_header_timeout",
+                             "proxy_idle_timeout", "proxy_probe_interval", "proxy_probe_timeout"]
+
+
+@pytest.mark.parametrize("key", PROXY_SECONDS)
 def test_proxy_seconds(key):
     one(seed(**{key: 0}), must=("%s is 0" % key, "above 0"))
 
@@ -668,7 +691,7 @@ def test_listen_address_per_node_passes():
     inv = seed()
     for hv in inv["hosts"].values():
         hv["a3_listen_address"] = hv["a3_business_ip"]
-    assert T.validate(inv)[0] == []
+    assert V.validate(inv)[0] == []
 
 
 def test_service_names_equal():
@@ -741,7 +764,7 @@ def _without_field_warnings(**prefill):
 
 
 def _field(inv, text):
-    return [w for w in T.validate(inv)[1] if text in w]
+    return [w for w in V.validate(inv)[1] if text in w]
 
 
 def test_speculative_tokens_above_one_on_prefill():
@@ -755,7 +778,7 @@ def test_speculative_tokens_above_one_on_prefill():
 def test_speculative_tokens_one_on_prefill_and_three_on_decode():
     inv = _without_field_warnings(**{"speculative-config": dict(SPEC_3, num_speculative_tokens=1)})
     assert not _field(inv, "on the prefill side, which drafts nothing")
-    assert T.validate(inv)[0] == []
+    assert V.validate(inv)[0] == []
 
 
 def test_recompute_scheduler_on_prefill():
@@ -805,7 +828,7 @@ def test_kv_load_failure_policy_on_the_mooncake_child():
 
 def test_kv_load_failure_policy_on_the_multiconnector():
     inv = seed(vllm_kv_top_level_extra={"kv_load_failure_policy": "recompute"})
-    assert T.validate(inv)[0] == [] and not new_messages(inv, "warning")
+    assert V.validate(inv)[0] == [] and not new_messages(inv, "warning")
 
 
 def test_kv_load_failure_policy_unknown_value():
@@ -828,14 +851,14 @@ def test_max_num_batched_tokens_below_a_speculative_decode_batch():
 
 def test_max_num_batched_tokens_covering_a_speculative_decode_batch():
     for inv in (seed(), _args("vllm_decode_serve_args", **{"max-num-seqs": 4})):
-        assert T.validate(inv)[0] == [] and not new_messages(inv, "warning")
+        assert V.validate(inv)[0] == [] and not new_messages(inv, "warning")
 
 
 def test_max_num_batched_tokens_without_speculation():
     inv = _args("vllm_serve_args_common", **{"speculative-config": False})
     for hv in inv["hosts"].values():
         hv["vllm_decode_serve_args"] = dict(hv["vllm_decode_serve_args"], **{"max-num-batched-tokens": 8})
-    assert not [m for m in T.validate(inv)[0] + T.validate(inv)[1] if "max-num-batched-tokens" in m]
+    assert not [m for m in V.validate(inv)[0] + V.validate(inv)[1] if "max-num-batched-tokens" in m]
 
 
 # --- security: the admin listener and the keys (issue 32) ---------------------------------------------------------
@@ -843,14 +866,14 @@ def test_max_num_batched_tokens_without_speculation():
 
 def test_every_protection_on_takes_the_open_listener_warning_away():
     inv = seed(proxy_api_keys=["k-1", "k-2"], vllm_api_key="engine-key", etcd_tls=True)
-    errors, warnings = T.validate(inv)
+    errors, warnings = V.validate(inv)
     assert errors == [] and OPEN_LISTENERS not in warnings
     assert not [w for w in warnings if "without credentials" in w], warnings
 
 
 def test_one_protection_missing_is_named_alone():
     inv = seed(proxy_api_keys=["k-1"], etcd_tls=True)
-    errors, warnings = T.validate(inv)
+    errors, warnings = V.validate(inv)
     assert errors == []
     assert [w for w in warnings if "without credentials" in w] == [
         "listeners that take requests without credentials: the engines' /v1 routes (set vllm_api_key). That is the "
@@ -891,9 +914,9 @@ def test_an_admin_listener_on_the_network_without_a_token_is_a_warning():
 
 
 def test_the_admin_port_is_checked_against_the_proxy_hosts_other_ports():
-    errors, _unused = T.validate(seed(proxy_admin_port=8088))
+    errors, _unused = V.validate(seed(proxy_admin_port=8088))
     assert any("proxy_admin_port" in e and "proxy_port" in e for e in errors), errors
-    errors, _unused = T.validate(seed(proxy_admin_port=70000))
+    errors, _unused = V.validate(seed(proxy_admin_port=70000))
     assert any("proxy_admin_port" in e and "65535" in e for e in errors), errors
 
 
@@ -929,3 +952,137 @@ def test_worker_flags_the_roles_set_cannot_be_repeated(flag):
                                         ("proxy_idle_timeout", 0), ("proxy_header_timeout", -1)])
 def test_proxy_limits_are_positive(key, value):
     one(seed(**{key: value}), must=(key,))
+
+
+# --- issue 35: the strings a node's tools consume, placement, tp on the NPUs, serve-flag syntax ------------------
+
+
+def _on(host, **values):
+    """The seed with these values on one host only."""
+    inv = seed()
+    inv["hosts"][host].update(copy.deepcopy(values))
+    return inv
+
+
+@pytest.mark.parametrize("nic,why", [
+    ("enp3s0f0np0-bond7", "is 17 characters long, Linux allows at most 15"),
+    ("eth0:1", "contains white space, '/', ':' or a quote"),
+    ("bond 0", "contains white space, '/', ':' or a quote"),
+    ("net/0", "contains white space, '/', ':' or a quote"),
+    ("'bond0'", "contains white space, '/', ':' or a quote"),
+    ("..", "is not a name Linux allows"),
+])
+def test_nic_name_linux_refuses(nic, why):
+    msg = one(_on("p1", a3_nic_name=nic), prefix="p1", must=("a3_nic_name %r %s" % (nic, why),
+                                                             "set it to the business NIC name (e.g. enp3s0, bond0)"))
+    assert msg.startswith("p1: a3_nic_name ")
+
+
+@pytest.mark.parametrize("nic", ["lo", "bond0", "enp3s0f0np0", "eth0.100", "ib0_1-x"])
+def test_nic_names_linux_takes(nic):
+    assert V.validate(_on("d0", a3_nic_name=nic))[0] == []
+
+
+@pytest.mark.parametrize("ip,why", [
+    ("0.0.0.0", "the unspecified address"), ("::", "the unspecified address"),
+    ("224.0.0.5", "a multicast address"), ("ff02::1", "a multicast address"),
+    ("255.255.255.255", "the broadcast address"), ("240.0.0.7", "a reserved address"),
+])
+def test_business_ip_that_names_no_node(ip, why):
+    one(_on("d1", a3_business_ip=ip), prefix="d1",
+        must=("a3_business_ip %s is %s" % (ip, why), "set the node's own business IP, e.g. 10.0.0.11"))
+
+
+def test_loopback_business_ips_stay_accepted():
+    """The simulated cluster's nodes are 127.30.0.11-14 (inventories/sim)."""
+    inv = seed()
+    for n, hv in enumerate(inv["hosts"].values()):
+        hv["a3_business_ip"] = "127.30.0.%d" % (11 + n)
+    assert V.validate(inv)[0] == []
+    assert V.validate(_on("p0", a3_business_ip="::1"))[0] == []
+
+
+@pytest.mark.parametrize("key,value,must", [
+    ("a3_proxy_host", "d0", "first prefill host's value only"),
+    ("a3_etcd_host", "p1", "first prefill host's value only"),
+    ("etcd_tls", True, "either takes TLS with client certificates or plain HTTP"),
+    ("etcd_client_port", 2479, "checks etcd's reach on its own value"),
+    ("proxy_port", 8090, "the value of the host they run on"),
+    ("proxy_admin_port", 8099, "the value of the host they run on"),
+])
+def test_placement_value_set_on_one_host(key, value, must):
+    msg = one(_on("d1", **{key: value}), must=("%s differs between the hosts" % key, "d1=%r" % (value,), must,
+                                               "set one value for every host (group_vars/all)"))
+    assert msg.startswith(ALL + ": ")
+
+
+def test_engine_key_set_on_one_host_is_named_without_its_value():
+    inv = seed(vllm_api_key="k-1")
+    inv["hosts"]["d0"]["vllm_api_key"] = "k-2"
+    msg = one(inv, must=("vllm_api_key differs between the hosts (values not shown)", "answer 401"))
+    assert "k-1" not in msg and "k-2" not in msg
+
+
+def test_dp_rpc_port_differs_within_a_dp_group():
+    msg = one(_on("p1", vllm_dp_rpc_port=10600), prefix="p0, p1",
+              must=("vllm_dp_rpc_port differs between the hosts of prefill DP group 0 (p0=10521, p1=10600)",
+                    "its DP master p0", "set one value for the group (group_vars)"))
+    assert msg
+
+
+def test_dp_rpc_port_may_differ_between_dp_groups():
+    inv = _on("p1", vllm_dp_rpc_port=10600)
+    for hv in inv["hosts"].values():
+        hv["vllm_prefill_dp_groups"] = 2
+    assert V.validate(inv)[0] == []
+
+
+def test_tp_above_the_npus_of_one_node():
+    assert new_messages(_on("d1", a3_npus_per_node=8), "error") == [
+        "d1: vllm_decode_tp_size 16 x vllm_dp_size_local 1 = 16 NPUs, but the node has 8 (a3_npus_per_node): lower "
+        "tp or dp_size_local"]
+
+
+def test_tp_that_does_not_divide_the_npus_fits():
+    """launch_online_dp.py hands each local instance a contiguous block of tp chips from chip 0: 2 x 6 of 16 fit."""
+    inv = seed(vllm_prefill_dp_size_local=2, vllm_prefill_tp_size=6, vllm_decode_tp_size=6,
+               vllm_prefill_lookup_rpc_port="dp_rank")
+    assert V.validate(inv)[0] == []
+    assert new_messages(seed(vllm_prefill_dp_size_local=3, vllm_prefill_tp_size=6, vllm_decode_tp_size=6,
+                             vllm_prefill_lookup_rpc_port="dp_rank"), "error") == [
+        "p0, p1: vllm_prefill_tp_size 6 x vllm_prefill_dp_size_local 3 = 18 NPUs, but the node has 16 "
+        "(a3_npus_per_node): lower tp or dp_size_local"]
+
+
+@pytest.mark.parametrize("flag,value,must", [
+    ("block-size", "big", "set a positive integer"),
+    ("max-num-batched-tokens", 0, "set a positive integer"),
+    ("seed", -1, "set an integer >= 0"),
+    ("num-gpu-blocks-override", 2.5, "set a positive integer"),
+    ("gpu-memory-utilization", 0, "above 0 and at most 1"),
+    ("gpu-memory-utilization", "most", "above 0 and at most 1"),
+    ("additional-config", "{enable_npugraph_ex: true}", "vLLM reads --additional-config as JSON: set a mapping"),
+    ("kv-events-config", ["x"], "vLLM reads --kv-events-config as JSON: set a mapping"),
+    ("hf-overrides", "none", "vLLM reads --hf-overrides as JSON: set a mapping"),
+    ("enforce-eager", "true", "vllm serve takes --enforce-eager without a value"),
+    ("trust-remote-code", 1, "set true (the bare flag) or false (left out), unquoted"),
+    ("async-scheduling", "yes", "vllm serve takes --async-scheduling without a value"),
+])
+def test_serve_flag_value_vllm_refuses(flag, value, must):
+    one(_args(**{flag: value}), prefix="p0, p1",
+        must=("vllm_prefill_serve_args is {%r: %r}" % (flag, value), must))
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("compilation-config", 3), ("compilation-config", '{"cudagraph_mode": "FULL_DECODE_ONLY"}'),
+    ("generation-config", "auto"), ("enforce-eager", False), ("enable-prefix-caching", True),
+    ("gpu-memory-utilization", "0.9"), ("seed", 0), ("block-size", "128"), ("tool-call-parser", "glm47"),
+])
+def test_serve_flag_values_vllm_takes(flag, value):
+    assert V.validate(_args(**{flag: value}))[0] == []
+
+
+def test_serve_flag_in_the_common_layer_is_named_where_it_is_used():
+    """The prefill side's own enforce-eager: true replaces the common one; the decode side runs the common one."""
+    one(_args("vllm_serve_args_common", **{"enforce-eager": "false"}), prefix="d0, d1",
+        must=("vllm_serve_args_common is {'enforce-eager': 'false'}", "without a value"))

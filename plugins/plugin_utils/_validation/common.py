@@ -1,0 +1,149 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to ascend.vllm_pd
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Rules of roles/common's values: the prefill and decode groups, each node's business IP and NIC (the strings the
+node's tools consume), the listen addresses, and the etcd and proxy hosts."""
+from __future__ import annotations
+
+import ipaddress
+
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import SIDES
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import ABSENT, PLACEHOLDER_RE, reads
+
+# Linux refuses an interface name longer than IFNAMSIZ - 1 = 15 bytes, '.', '..', or one with '/', ':' or white
+# space (net/core/dev.c dev_valid_name); a quote would break the shell words and files the roles write it into.
+NIC_MAX = 15
+_NIC_BAD_CHARS = "/:'\"`"
+NIC_EXAMPLE = "set it to the business NIC name (e.g. enp3s0, bond0)"
+
+
+@reads()
+def check_groups(ctx):
+    for side in SIDES:
+        if not ctx.groups.get(side):
+            ctx.errors.append("inventory: group '%s' is missing or empty: add the %s hosts under "
+                              "'%s:' in the inventory (the seed has two)" % (side, side, side))
+    for h, sides in ctx.members.items():
+        if len(sides) > 1:
+            ctx.errors.append("%s: host is in both 'prefill' and 'decode': a node serves one side only, "
+                              "remove it from one group" % h)
+
+
+def _not_a_business_address(addr) -> str:
+    """Why an address cannot be a node's business IP, or ''. Loopback addresses pass (the simulated cluster runs
+    its nodes on 127.30.0.x, and Python counts ::1 as reserved)."""
+    if addr.is_loopback:
+        return ""
+    if addr.is_unspecified:
+        return "the unspecified address, which names no node"
+    if addr.is_multicast:
+        return "a multicast address, which no node owns"
+    if addr.version == 4 and int(addr) == 0xFFFFFFFF:
+        return "the broadcast address, which reaches every host of the link"
+    if addr.is_reserved:
+        return "a reserved address, which is not routed"
+    return ""
+
+
+@reads("a3_business_ip", types=("a3_business_ip",))
+def check_business_ip(ctx, h, seen):
+    ip = ctx.hosts.get(h, {}).get("a3_business_ip")
+    if ip is None or str(ip).strip() == "":
+        ctx.errors.append("%s: a3_business_ip is not set: set it to the node's business IP" % h)
+    elif PLACEHOLDER_RE.search(str(ip)):
+        ctx.placeholder_sink.append("%s: a3_business_ip is still the placeholder %r: set it to the node's business "
+                                    "IP" % (h, ip))
+    else:
+        try:
+            addr = ipaddress.ip_address(str(ip))
+        except ValueError:
+            ctx.errors.append("%s: a3_business_ip %r is not a valid IP address: set the node's business IP, "
+                              "e.g. 10.0.0.11" % (h, ip))
+            return
+        why = _not_a_business_address(addr)
+        if why:
+            ctx.errors.append("%s: a3_business_ip %s is %s: set the node's own business IP, e.g. 10.0.0.11"
+                              % (h, ip, why))
+        else:
+            seen.setdefault(str(ip), []).append(h)
+
+
+def nic_problem(nic: str) -> str:
+    """Why a string is no Linux interface name, or ''."""
+    if len(nic.encode("utf-8")) > NIC_MAX:
+        return "is %d characters long, Linux allows at most %d" % (len(nic), NIC_MAX)
+    if nic in (".", ".."):
+        return "is not a name Linux allows"
+    if any(c.isspace() or c in _NIC_BAD_CHARS for c in nic):
+        return "contains white space, '/', ':' or a quote, which no Linux interface name has"
+    return ""
+
+
+@reads("a3_nic_name", types=("a3_nic_name",))
+def check_nic(ctx, h):
+    nic = ctx.hosts.get(h, {}).get("a3_nic_name")
+    if nic is None or str(nic).strip() == "":
+        ctx.errors.append("%s: a3_nic_name is not set: %s" % (h, NIC_EXAMPLE))
+    elif PLACEHOLDER_RE.search(str(nic)):
+        ctx.placeholder_sink.append("%s: a3_nic_name is still the placeholder %r: set it to the business NIC name "
+                                    "(e.g. enp3s0, bond0)" % (h, nic))
+    elif nic_problem(str(nic)):
+        ctx.errors.append("%s: a3_nic_name %r %s (HCCL, Gloo and preflight use it as an interface name): %s"
+                          % (h, nic, nic_problem(str(nic)), NIC_EXAMPLE))
+
+
+@reads("vllm_dp_address", types=("vllm_dp_address",))
+def check_dp_address(ctx, h):
+    override = ctx.hosts.get(h, {}).get("vllm_dp_address")
+    if override:
+        try:
+            ipaddress.ip_address(str(override))
+        except ValueError:
+            ctx.errors.append("%s: vllm_dp_address %r is not a valid IP address: remove it (the group's first host "
+                              "is used) or set an address of that host" % (h, override))
+
+
+@reads()
+def check_addresses(ctx):
+    """Every node's business IP (valid, its own, a unicast address), NIC name and DP address override."""
+    seen_ips = {}
+    for h in ctx.ordered:
+        check_business_ip(ctx, h, seen_ips)
+        check_nic(ctx, h)
+    for h in ctx.ordered:
+        check_dp_address(ctx, h)
+    for ip, hs in sorted(seen_ips.items()):
+        if len(hs) > 1:
+            ctx.errors.append("%s: a3_business_ip %s is used by %d hosts: every node needs its own business IP"
+                              % (", ".join(hs), ip, len(hs)))
+
+
+@reads("a3_business_ip", "a3_listen_address", "vllm_bind_host", "proxy_bind_host", "etcd_listen_address")
+def check_listen_addresses(h, ctx):
+    ip = h.hv.get("a3_business_ip")
+    for key in ("a3_listen_address", "vllm_bind_host", "proxy_bind_host", "etcd_listen_address"):
+        value = h.get(key)
+        if value is ABSENT:
+            continue
+        try:
+            addr = ipaddress.ip_address(str(value))
+        except ValueError:
+            h.error(key, value, "set an IP address: 0.0.0.0 (every address, the seed) or the node's "
+                    "business IP (a3_business_ip)")
+            continue
+        # The roles reach every service through the business IP (health polls, etcd's advertised URL, the
+        # proxy's address): a specific listen address other than that one is never reached.
+        if not addr.is_unspecified and str(value) != str(ip) and ip and not PLACEHOLDER_RE.search(str(ip)):
+            h.error(key, value, "the roles reach every service on the node's business IP (a3_business_ip), which "
+                    "this address does not cover: set 0.0.0.0 or the node's business IP")
+
+
+@reads("a3_etcd_host", "a3_proxy_host")
+def check_service_hosts_named(ctx):
+    for key, _what in (("a3_etcd_host", "etcd"), ("a3_proxy_host", "proxy")):
+        named = {ctx.hosts.get(h, {}).get(key) for h in ctx.members} - {None, ""}
+        for n in sorted(named, key=str):
+            if n not in ctx.members:
+                ctx.errors.append("all: %s is %r, which is not a host of the prefill or decode group: set it to "
+                                  "one of %s or leave it empty (first prefill host)"
+                                  % (key, n, ", ".join(ctx.ordered) or "the inventory hosts"))
