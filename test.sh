@@ -4,6 +4,8 @@
 #   ./test.sh            everything
 #   ./test.sh fast       no simulated cluster (static + unit + golden + validation + alert rules + ansible-test sanity +
 #                        the installed tarball's render)
+#   ./test.sh mutants [--sample N] [--module TEXT] [--survivors]
+#                        mutation testing of the decision logic (tests/mutation.py): the score per module
 set -euo pipefail
 cd "$(dirname "$0")"
 mode=${1:-all}
@@ -11,6 +13,7 @@ mode=${1:-all}
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_NOCOLOR=1 PY_COLORS=0
 export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python   # etcd3 0.12 with protobuf >= 4 (requirements.txt)
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
+if [ "$mode" = mutants ]; then shift; exec python tests/mutation.py "$@"; fi
 
 step "yamllint";         yamllint -s .
 # ansible-lint keeps its cache (and an install of this collection) in ANSIBLE_HOME: a project-local one,

@@ -213,7 +213,7 @@ def main():
     p = module.params
     topology = dict((key, p[key]) for key in ("side", "kv_port", "mooncake", "dp_size", "tp_size"))
     options = dict((key, p[key]) for key in ("engine_id", "pool_backend", "mooncake_extra", "mooncake_module_path",
-                                              "pool_extra", "top_level_extra", "pool_enabled"))
+                                             "pool_extra", "top_level_extra", "pool_enabled"))
     try:
         if p["instances"] is not None:
             module.exit_json(changed=False, **instance_files(p["instances"], p["work_dir"], **dict(topology, **options)))

@@ -6,15 +6,21 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 HELPER = Path(__file__).resolve().parents[2] / "roles" / "supervise" / "files" / "a3_supervise.py"
-_spec = importlib.util.spec_from_file_location("a3_supervise", HELPER)
-sup = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sup)
+if os.environ.get("A3_MUTATION_ROOT"):
+    # tests/mutation.py: the helper as mutmut lays it out (its mutants are named after this import)
+    sys.path.insert(0, os.environ["A3_MUTATION_ROOT"])
+    import a3_supervise as sup  # noqa: E402
+else:
+    _spec = importlib.util.spec_from_file_location("a3_supervise", HELPER)
+    sup = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sup)
 
 SIGS = [
     {"pattern": "Address already in use", "advice": "a port is taken"},

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The role's read of the launcher (tasks/configure.yml): bash -c in the container's work directory, $1 the image's
 # launch_online_dp.py and $2 the work directory's copy.
 # 'launcher alive': the launcher's process group runs (start_vllm.sh wrote launcher.pgid).

@@ -4,12 +4,15 @@ helpers they share), and no skipping: a proxy test that would skip (a missing pa
 with the reason it gave, so ./test.sh can never pass with part of the proxy untested."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 FILES = Path(__file__).resolve().parents[3] / "roles" / "proxy" / "files"
+# tests/mutation.py lays the package out at A3_MUTATION_ROOT (mutmut names its mutants after that import)
+FILES = Path(os.environ.get("A3_MUTATION_ROOT") or FILES)
 if str(FILES) not in sys.path:
     sys.path.insert(0, str(FILES))
 

@@ -123,7 +123,7 @@ def test_a_role_file_is_sent_as_it_is_and_content_as_text(role, run):
     ("/etc/x", "files must be a list of dicts"),
     ([{"dest": "/a", "content": "", "mode": "0644"}, "/b"], "files must be a list of dicts"),
     ([{"content": "x", "mode": "0644"}], "each file needs dest, mode and exactly one of template, src, content; "
-                                          "got content, mode"),
+                                         "got content, mode"),
     ([{"dest": "/a", "content": "x"}], "got content, dest"),
     ([{"dest": "/a", "mode": "0644"}], "got dest, mode"),
     ([{"dest": "/a", "mode": "0644", "content": "x", "src": "y"}], "got content, dest, mode, src"),

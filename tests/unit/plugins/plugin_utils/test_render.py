@@ -237,7 +237,6 @@ def test_engine_env_layers_common_side_extra():
     assert engine_env(common) == common and engine_env(None, None, None) == {}
 
 
-
 # --------------------------------------------------------------------------
 # the vllm role's derived values (roles/vllm/vars/main.yml)
 # --------------------------------------------------------------------------
@@ -398,6 +397,7 @@ def test_the_launcher_read_says_alive_and_same(tmp_path):
     (tmp_path / "image.py").write_text("a")
     (tmp_path / "copy.py").write_text("a")
     (tmp_path / "other.py").write_text("b")
+
     def read(*args):
         return run_with_systemctl(tmp_path, script, "", args=args, shell="bash")[:2]
     assert read("image.py", "copy.py") == (0, "launcher same\n")
