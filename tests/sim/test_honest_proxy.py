@@ -5,12 +5,14 @@ Run with the engine venv, like tests/sim/test_engine.py:
   VLLM_ASCEND_SRC=.cache/vllm-ascend-src .cache/engine-venv/bin/python -m pytest -q tests/sim/test_honest_proxy.py
 
 Two kinds of backends:
-* simulated engines (sim/engine) and tiny fake backends on addresses in 127.41.0.0/24, which a session fixture
-  adds to `lo` as /32 (and removes afterwards): rotation, drain, timeouts and cut streams with real engines;
-* stub engines in this process on 127.0.0.1 (StubEngine: GET /health, GET /v1/models, POST completions whose
-  behaviour the prompt picks, every call recorded with its headers): the listeners, keys and tokens, limits,
-  idle timeouts, a backend's 4xx, the load counters, the addresses in client bodies, etcd over TLS. These need no
-  address on lo and no simulated engine.
+* simulated engines (sim/engine) and stub engines with one fixed mode on addresses in 127.41.0.0/24, which a
+  session fixture adds to `lo` as /32 (and removes afterwards): rotation, drain, timeouts and cut streams with
+  real engines;
+* stub engines in this process on 127.0.0.1 (StubEngine of tests/unit/proxy/stub_engine.py, the stub the fast
+  suite's live tests use too: GET /health, GET /v1/models, POST completions whose behaviour the prompt picks,
+  every call recorded with its headers): the listeners, keys and tokens, limits, idle timeouts, a backend's 4xx,
+  the load counters, the addresses in client bodies, etcd over TLS. These need no address on lo and no simulated
+  engine.
 
 Nothing outside 127.0.0.0/8 is contacted. The wrapper, its package and the upstream script are copied next to
 each other into a temporary directory, as the role lays them out in the work directory. Waits are bounded;
@@ -24,7 +26,6 @@ import os
 import re
 import select
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -33,7 +34,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -41,14 +41,21 @@ import pytest
 from simnet import clean_env, free_port, free_range, loopback_addresses
 
 REPO = Path(__file__).resolve().parents[2]
+# the stub engine and the wrapper's process: tests/unit/proxy/stub_engine.py and wrapper_process.py, which the fast
+# suite's live tests use too
+HELPERS = str(REPO / "tests" / "unit" / "proxy")
+if HELPERS not in sys.path:
+    sys.path.append(HELPERS)
+# pylint: disable=wrong-import-position
+from stub_engine import LOCAL, StubEngine, prompt, send_json, sse_events, tag_of  # noqa: E402
+from wrapper_process import Process, lay_out, parse_metrics, wrapper_argv  # noqa: E402
+# pylint: enable=wrong-import-position
+
 SHIM = REPO / "sim" / "engine" / "bin" / "vllm"
-WRAPPER = REPO / "roles" / "proxy" / "files" / "a3_proxy.py"
-PACKAGE = REPO / "roles" / "proxy" / "files" / "a3proxy"
 PROXY_REL = "examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
 
 P0, D0, D1, PROXY_IP, FAKE = (f"127.41.0.{i}" for i in (11, 13, 14, 15, 16))
 TEST_IPS = [P0, D0, D1, PROXY_IP, FAKE]
-LOCAL = "127.0.0.1"
 # Fast settings for the tests: a backend leaves the rotation after 2 failed probes 0.5 s apart.
 FAST = ["--a3-probe-interval", "0.5", "--a3-probe-timeout", "0.5", "--a3-fail-threshold", "2",
         "--a3-retry-after", "7", "--a3-first-byte-timeout", "2"]
@@ -81,9 +88,9 @@ VAS_SRC = _find_vas_src()
 _NEEDS = [("the vllm-ascend 0.18.0 source tree with %s (VLLM_ASCEND_SRC)" % PROXY_REL)] if VAS_SRC is None else []
 _NEEDS += ["%s in %s" % (m, sys.executable) for m in _missing_deps()]
 if _NEEDS:
-    pytest.fail("tests/sim/test_honest_proxy.py needs %s. ./test.sh provides them after sim/cluster.sh build: the engine "
-                "venv .cache/engine-venv (fastapi<0.124.0, httpx, uvicorn) and the vllm-ascend sdist unpacked into "
-                ".cache/vllm-ascend-src; run it as ./test.sh does (VLLM_ASCEND_SRC=.cache/vllm-ascend-src "
+    pytest.fail("tests/sim/test_honest_proxy.py needs %s. ./test.sh provides them after sim/cluster.sh build: the "
+                "engine venv .cache/engine-venv (fastapi<0.124.0, httpx, uvicorn) and the vllm-ascend sdist unpacked "
+                "into .cache/vllm-ascend-src; run it as ./test.sh does (VLLM_ASCEND_SRC=.cache/vllm-ascend-src "
                 ".cache/engine-venv/bin/python -m pytest tests/sim/test_honest_proxy.py)" % "; ".join(_NEEDS),
                 pytrace=False)
 
@@ -151,33 +158,7 @@ def mooncake_cfg(role, kv_port):
     return json.dumps(cfg)
 
 
-class Proc:
-    def __init__(self, argv, env, cwd, name):
-        self.name = name
-        self.log = Path(cwd) / f"{name}.log"
-        self._out = open(self.log, "ab")
-        self.p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=self._out, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, start_new_session=True)
-
-    def output(self):
-        return self.log.read_text(errors="replace")
-
-    def stop(self, timeout=10):
-        if self.p.poll() is None:
-            try:
-                os.killpg(self.p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.p.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.p.pid, signal.SIGKILL)
-                self.p.wait(timeout=5)
-        self._out.close()
-        return self.p.returncode
-
-
-class Engine(Proc):
+class Engine(Process):
     """A simulated vLLM engine (sim/engine/bin/vllm) on one loopback address."""
 
     def __init__(self, tmp, name, host, port, role):
@@ -195,7 +176,7 @@ class Engine(Proc):
     def wait_ready(self, timeout=30):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            assert self.p.poll() is None, f"{self.name} exited:\n{self.output()[-3000:]}"
+            assert self.proc.poll() is None, f"{self.name} exited:\n{self.output()[-3000:]}"
             try:
                 if http("GET", self.base + "/health", timeout=1)[0] == 200:
                     return self
@@ -205,45 +186,25 @@ class Engine(Proc):
         raise AssertionError(f"{self.name} not ready within {timeout}s:\n{self.output()[-3000:]}")
 
 
-def lay_out(work):
-    """The wrapper, its package and the upstream script side by side in work, as the role writes them."""
-    work.mkdir(parents=True, exist_ok=True)
-    shutil.copy(WRAPPER, work / "a3_proxy.py")
-    shutil.copytree(PACKAGE, work / "a3proxy", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(VAS_SRC / PROXY_REL, work / "load_balance_proxy_server_example.py")
-    return work
-
-
-class Wrapper(Proc):
+class Wrapper(Process):
     """a3_proxy.py next to a copy of the upstream script, as the role lays them out. base: the public
     listener; admin: the admin listener."""
 
     def __init__(self, tmp, name, prefills, decodes, extra=(), host=PROXY_IP, fast=None, secrets=None, env=None):
-        work = lay_out(tmp / f"work-{name}")
+        work = lay_out(tmp / f"work-{name}", VAS_SRC / PROXY_REL)
         self.host = host
         self.port = free_port(host)
         self.admin_port = free_port(LOCAL)
         self.base = f"http://{host}:{self.port}"
         self.admin = f"http://{LOCAL}:{self.admin_port}"
-        self.admin_headers = {}
-        argv = [sys.executable, "a3_proxy.py", "--port", str(self.port), "--host", host,
-                "--prefiller-hosts", *[h for h, _unused in prefills], "--prefiller-ports", *[str(p) for _unused, p in prefills],
-                "--decoder-hosts", *[h for h, _unused in decodes], "--decoder-ports", *[str(p) for _unused, p in decodes],
-                "--a3-admin-host", LOCAL, "--a3-admin-port", str(self.admin_port), *(FAST if fast is None else fast),
-                *extra]
-        if secrets is not None:
-            path = work / "proxy-secrets.json"
-            path.write_text(json.dumps(secrets))
-            path.chmod(0o600)
-            argv += ["--a3-secrets-file", str(path)]
-            if secrets.get("admin_token"):
-                self.admin_headers = {"authorization": "Bearer " + secrets["admin_token"]}
+        argv, self.admin_headers = wrapper_argv(work, self.port, self.admin_port, prefills, decodes, host=host,
+                                                options=(*(FAST if fast is None else fast), *extra), secrets=secrets)
         super().__init__(argv, env or clean_env(), work, name)
 
     def wait_listening(self, timeout=20):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            assert self.p.poll() is None, f"wrapper exited:\n{self.output()}"
+            assert self.proc.poll() is None, f"wrapper exited:\n{self.output()}"
             try:
                 http("GET", self.admin + "/healthcheck", timeout=1)
                 http("GET", self.base + "/healthcheck", timeout=1)
@@ -272,12 +233,7 @@ class Wrapper(Proc):
     def metrics(self):
         status, _unused, body = http("GET", self.admin + "/metrics", headers=self.admin_headers)
         assert status == 200, body
-        out = {}
-        for line in body.decode().splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                out[name] = float(value)
-        return out
+        return parse_metrics(body.decode())
 
 
 CHAT = {"model": "glm-5.1", "messages": [{"role": "user", "content": "hello honest proxy"}], "max_tokens": 8}
@@ -301,101 +257,6 @@ def assert_openai_error(status, body, want_status, code=None, etype="invalid_req
     assert err["type"] == etype, err
     assert err["code"] == (want_status if code is None else code), err
     return err
-
-
-def sse_events(body):
-    return [ln[6:] for ln in body.decode().split("\n") if ln.startswith("data: ")]
-
-
-# ----------------------------------------------------------------------------- fake backends
-
-def send_json(handler, code, obj):
-    """A JSON answer of the test backends' request handlers (BaseHTTPRequestHandler, HTTP/1.1 with a length)."""
-    data = json.dumps(obj).encode()
-    handler.send_response(code)
-    handler.send_header("content-type", "application/json")
-    handler.send_header("content-length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
-
-
-class FakeBackend:
-    """A tiny HTTP backend in this process: GET /health and /v1/models answer 200; POST behaves by mode:
-    hang (accept, never answer; notes when the client closes), cut (stream one chunk, then drop the
-    connection), nodone (stream one chunk and end cleanly without [DONE]), nousage (a non-stream
-    answer with choices but without usage), error500 (a JSON 500 error)."""
-
-    def __init__(self, host, mode):
-        self.mode = mode
-        self.hung = 0
-        self.closed_by_client = 0
-        self.stop_event = threading.Event()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            _send = send_json
-
-            def do_GET(self):
-                self._send(200, {"object": "list", "data": []} if "models" in self.path else {})
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("content-length") or 0))
-                getattr(self, "_" + fake.mode)()
-
-            def _hang(self):
-                fake.hung += 1
-                while not fake.stop_event.is_set():
-                    readable, _unused, _unused = select.select([self.connection], [], [], 0.1)
-                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
-                        fake.closed_by_client += 1
-                        break
-                self.close_connection = True
-
-            def _stream_one(self):
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream; charset=utf-8")
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                ev = {"id": "cmpl-fake", "object": "chat.completion.chunk", "model": "glm-5.1",
-                      "choices": [{"index": 0, "delta": {"content": "partial"}, "finish_reason": None}]}
-                data = b"data: " + json.dumps(ev).encode() + b"\n\n"
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                self.wfile.flush()
-
-            def _cut(self):
-                self._stream_one()
-                time.sleep(0.1)
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.close_connection = True
-
-            def _nodone(self):
-                self._stream_one()
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-
-            def _error500(self):
-                self._send(500, {"error": {"message": "engine dead", "type": "InternalServerError", "code": 500}})
-
-            def _nousage(self):
-                self._send(200, {"id": "x", "object": "chat.completion", "model": "glm-5.1",
-                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
-                                              "finish_reason": "stop"}]})
-
-        self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.server.daemon_threads = True
-        self.host, self.port = host, self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.stop_event.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -457,8 +318,9 @@ def procs(tmp_path, hosts):
             self.started.append(e)
             return e
 
-        def fake(self, mode, host=FAKE):
-            f = FakeBackend(host, mode)
+        def fake(self, role, mode, host=FAKE):
+            """A stub engine whose every completion acts by mode."""
+            f = StubEngine(role, host=host, mode=mode)
             self.started.append(f)
             return f
 
@@ -470,176 +332,6 @@ def procs(tmp_path, hosts):
 
 def addr(x):
     return (x.host, x.port)
-
-
-# ----------------------------------------------------------------------------- stub engines
-
-def _words(req):
-    text = req.get("prompt") if isinstance(req.get("prompt"), str) else ""
-    if not text and isinstance(req.get("messages"), list) and req["messages"]:
-        text = str(req["messages"][0].get("content", ""))
-    return text.split()
-
-
-def prompt(*words):
-    """A prompt with a fresh tag (t=<hex>) and the stub modes in words ("p=hang", "d=stall", ...)."""
-    return " ".join(("t=" + uuid.uuid4().hex[:12],) + words)
-
-
-def tag_of(text):
-    return next(w for w in text.split() if w.startswith("t="))
-
-
-class StubEngine:
-    """An OpenAI-style engine stub in this process on 127.0.0.1, as a prefill or a decode backend.
-
-    GET /health answers 200 (counted in health_times); GET /v1/models the model list. A POST to a completions
-    path acts by the mode its prompt names for this role ("p=<mode>" for a prefill, "d=<mode>" for a decode;
-    "ok" otherwise): ok (a prefill answers with kv_transfer_params; a decode with a completion, or an SSE stream
-    of three events and [DONE]), nokv (a prefill answer without kv_transfer_params), hang (accept, never
-    answer), err500, stall (start the answer, then nothing), cut (stream one event, then drop the connection),
-    leak400 (a 400 whose message names this engine's URL and address), unauth (vLLM's 401 for a wrong key).
-    max_tokens below 1 is a 400 as vLLM gives it. With key, every /v1 path needs "Authorization: Bearer <key>" (401 otherwise), as vLLM's --api-key.
-    Every call is recorded in calls: method, path, the Authorization header (None without), the body, the
-    prompt's tag and the mode."""
-
-    def __init__(self, role, key=None, host=LOCAL):
-        self.role, self.key = role, key
-        self.calls = []
-        self.health_times = []
-        self.stop_event = threading.Event()
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            _send = send_json
-
-            def _authorized(self):
-                return not stub.key or self.headers.get("authorization") == "Bearer " + stub.key
-
-            def _chunk(self, data):
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                self.wfile.flush()
-
-            def _start_stream(self):
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream; charset=utf-8")
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-
-            def _wait_close(self):
-                while not stub.stop_event.is_set():
-                    readable, _unused, _unused = select.select([self.connection], [], [], 0.1)
-                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
-                        break
-                self.close_connection = True
-
-            def do_GET(self):
-                if self.path == "/health":
-                    stub.health_times.append(time.monotonic())
-                    return self._send(200, {})
-                stub.calls.append({"method": "GET", "path": self.path, "auth": self.headers.get("authorization"),
-                                   "body": None, "tag": None, "mode": None})
-                if not self._authorized():
-                    return self._send(401, {"error": "Unauthorized"})
-                if self.path == "/v1/models":
-                    return self._send(200, {"object": "list", "data": [
-                        {"id": "glm-5.1", "object": "model", "owned_by": "vllm", "root": "/models/glm-5.1"}]})
-                return self._send(404, {"detail": "Not Found"})
-
-            def do_POST(self):
-                req = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-                words = _words(req)
-                mode = next((w[2:] for w in words if w.startswith(stub.role[0] + "=")), "ok")
-                stub.calls.append({"method": "POST", "path": self.path, "auth": self.headers.get("authorization"),
-                                   "body": req, "tag": next((w for w in words if w.startswith("t=")), None),
-                                   "mode": mode})
-                if not self._authorized():
-                    return self._send(401, {"error": "Unauthorized"})
-                if isinstance(req.get("max_tokens"), int) and req["max_tokens"] < 1:
-                    return self._send(400, {"object": "error", "message": "max_tokens must be at least 1, got %d."
-                                            % req["max_tokens"], "type": "BadRequestError", "param": None, "code": 400})
-                return getattr(self, "_" + mode)(req)
-
-            def _ok(self, req):
-                chat = "messages" in req
-                if stub.role == "prefill":
-                    return self._send(200, {"id": "p", "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
-                                            "kv_transfer_params": {"do_remote_prefill": True, "remote_engine_id": "0",
-                                                                   "remote_block_ids": [1, 2]}})
-                if req.get("stream"):
-                    self._start_stream()
-                    for i in range(3):
-                        piece = {"delta": {"content": "w%d " % i}} if chat else {"text": "w%d " % i}
-                        event = {"id": "d", "choices": [dict(piece, index=0, finish_reason=None)]}
-                        self._chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
-                    self._chunk(b"data: [DONE]\n\n")
-                    self.wfile.write(b"0\r\n\r\n")
-                    self.wfile.flush()
-                    return None
-                choice = {"message": {"role": "assistant", "content": "hello"}} if chat else {"text": "hello"}
-                return self._send(200, {"id": "d", "choices": [dict(choice, index=0, finish_reason="stop")],
-                                        "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
-
-            def _nokv(self, req):
-                return self._send(200, {"id": "p", "choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
-
-            def _hang(self, req):
-                self._wait_close()
-
-            def _unauth(self, req):
-                self._send(401, {"error": "Unauthorized"})  # vLLM's answer to a wrong --api-key
-
-            def _err500(self, req):
-                self._send(500, {"error": {"message": "engine dead", "type": "InternalServerError", "code": 500}})
-
-            def _leak400(self, req):
-                self._send(400, {"error": {"message": "bad request at http://%s:%d/v1/completions (engine %s:%d)"
-                                           % (stub.host, stub.port, stub.host, stub.port),
-                                           "type": "BadRequestError", "code": 400}})
-
-            def _stall(self, req):
-                if req.get("stream"):
-                    self._start_stream()
-                    self._chunk(b'data: {"id": "d", "choices": [{"index": 0, "text": "part", "delta": {"content": '
-                                b'"part"}, "finish_reason": null}]}\n\n')
-                else:
-                    self.send_response(200)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", "1000")
-                    self.end_headers()
-                    self.wfile.write(b'{"id": "d", "choices": [')
-                    self.wfile.flush()
-                self._wait_close()
-
-            def _cut(self, req):
-                self._start_stream()
-                self._chunk(b'data: {"id": "d", "choices": [{"index": 0, "text": "part", "finish_reason": null}]}\n\n')
-                time.sleep(0.1)
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.close_connection = True
-
-        self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.server.daemon_threads = True
-        self.host, self.port = host, self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def key_text(self):
-        return f"{self.host}:{self.port}"
-
-    def tagged(self, tag, method="POST"):
-        return [c for c in self.calls if c["tag"] == tag and c["method"] == method]
-
-    def stop(self):
-        self.stop_event.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 SECRETS = {"api_keys": ["client-key-AAA111", "client-key-BBB222"], "admin_token": "admin-token-CCC333",
@@ -794,7 +486,7 @@ def test_decode_down_then_back(procs, pair):
 
 def test_hung_prefill_gives_503_within_first_byte_timeout(procs, pair):
     _unused, dec = pair
-    hung = procs.fake("hang")
+    hung = procs.fake("prefill", "hang")
     w = procs.wrapper([addr(hung)], [addr(dec)])
     w.wait_health(200, 10)  # /health of the hung backend answers: only completions hang
     t0 = time.monotonic()
@@ -811,9 +503,9 @@ def test_hung_prefill_gives_503_within_first_byte_timeout(procs, pair):
     assert w.metrics()[f'a3_proxy_backend_request_failures_total{{role="prefill",backend="{FAKE}:{hung.port}"}}'] == 1
     # the upstream request to the hung backend was cancelled (its connection closed)
     deadline = time.monotonic() + 5
-    while hung.closed_by_client < 1 and time.monotonic() < deadline:
+    while not hung.closed() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert hung.hung >= 1 and hung.closed_by_client >= 1
+    assert hung.calls and hung.closed()
     assert w.metrics()["a3_proxy_first_byte_timeouts_total"] == 1
     # the upstream counted the request as finished: a backend that now fails leaves the rotation at once
     # (while the upstream counts a request in flight, it only marks a backend for removal)
@@ -825,7 +517,7 @@ def test_hung_prefill_gives_503_within_first_byte_timeout(procs, pair):
 
 def test_hung_decode_stream_gives_503(procs, pair):
     pre, _unused = pair
-    hung = procs.fake("hang")
+    hung = procs.fake("decode", "hang")
     w = procs.wrapper([addr(pre)], [addr(hung)])
     w.wait_health(200, 10)
     t0 = time.monotonic()
@@ -836,9 +528,9 @@ def test_hung_decode_stream_gives_503(procs, pair):
     assert "waiting on the decode backend" in err["message"] and FAKE not in err["message"]
     assert f"waiting on decode backend {FAKE}:{hung.port}" in w.output()
     deadline = time.monotonic() + 5
-    while hung.closed_by_client < 1 and time.monotonic() < deadline:
+    while not hung.closed() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert hung.closed_by_client >= 1, "the upstream stream to the hung decode was not cancelled"
+    assert hung.closed(), "the upstream stream to the hung decode was not cancelled"
 
 
 def test_inflight_requests_and_the_upstream_load_return_to_zero_after_a_cut_request(procs, pair):
@@ -846,7 +538,7 @@ def test_inflight_requests_and_the_upstream_load_return_to_zero_after_a_cut_requ
     (here by the first-byte timeout on a hung decode) never reaches the upstream's own release; the wrapper
     releases what the upstream booked when the client's request ends, so both counts go back to 0."""
     pre, _unused = pair
-    hung = procs.fake("hang")
+    hung = procs.fake("decode", "hang")
     w = procs.wrapper([addr(pre)], [addr(hung)])
     w.wait_health(200, 10)
     keys = {("prefill", f"{pre.host}:{pre.port}"), ("decode", f"{FAKE}:{hung.port}")}
@@ -879,14 +571,14 @@ def test_inflight_requests_and_the_upstream_load_return_to_zero_after_a_cut_requ
 @pytest.mark.parametrize("mode", ["cut", "nodone"])
 def test_stream_cut_midway_ends_with_error_event_and_done(procs, pair, mode):
     pre, _unused = pair
-    fake = procs.fake(mode)
+    fake = procs.fake("decode", mode)
     w = procs.wrapper([addr(pre)], [addr(fake)])
     w.wait_health(200, 10)
     status, headers, body = http("POST", w.base + "/v1/chat/completions", dict(CHAT, stream=True))
     assert status == 200 and headers["content-type"].startswith("text/event-stream")
     events = sse_events(body)
     assert events[-1] == "[DONE]", body
-    assert json.loads(events[0])["choices"][0]["delta"]["content"] == "partial"
+    assert json.loads(events[0])["choices"][0]["delta"]["content"] == "one "
     # the upstream retries a cut decode stream from the start: the repeated text must not reach the client
     assert len(events) == 3, events
     err = json.loads(events[-2])["error"]
@@ -898,7 +590,7 @@ def test_stream_cut_midway_ends_with_error_event_and_done(procs, pair, mode):
 def test_answer_without_usage_is_502_not_empty_200(procs, pair):
     """The upstream turns a decode answer without usage.completion_tokens into an empty 200."""
     pre, _unused = pair
-    fake = procs.fake("nousage")
+    fake = procs.fake("decode", "nousage")
     w = procs.wrapper([addr(pre)], [addr(fake)])
     w.wait_health(200, 10)
     status, headers, body = http("POST", w.base + "/v1/chat/completions", CHAT)
@@ -913,7 +605,7 @@ def test_answer_without_usage_is_502_not_empty_200(procs, pair):
 def test_failing_prefill_gives_502_naming_it(procs, pair):
     """The upstream answers a text 500 when the prefill fails: the client gets a JSON 502 with the cause."""
     _unused, dec = pair
-    fake = procs.fake("error500")
+    fake = procs.fake("prefill", "err500")
     w = procs.wrapper([addr(fake)], [addr(dec)])
     w.wait_health(200, 10)
     status, headers, body = http("POST", w.base + "/v1/completions", {"model": "glm-5.1", "prompt": "x"})
@@ -949,7 +641,7 @@ def test_no_backend_up_at_start(procs):
 
 
 def test_command_line(tmp_path):
-    work = lay_out(tmp_path / "work")
+    work = lay_out(tmp_path / "work", VAS_SRC / PROXY_REL)
 
     def run(*args):
         return subprocess.run([sys.executable, "a3_proxy.py", *args], cwd=work, env=clean_env(),
@@ -1123,7 +815,8 @@ def test_drain_holds_after_the_upstream_removed_and_added_backends(procs, pair):
             engines[i] = procs.engine(f"decode-cycle{i}-back", D1, ports[i], "kv_consumer").wait_ready()
             assert http("POST", w.admin + "/a3/undrain", {"backends": [names[i]]})[0] == 200
             deadline = time.monotonic() + DETECT_S + 5
-            while not all(b["in_rotation"] and b["healthy"] for b in w.backends().values()) and time.monotonic() < deadline:
+            while (not all(b["in_rotation"] and b["healthy"] for b in w.backends().values())
+                   and time.monotonic() < deadline):
                 time.sleep(0.2)
     finally:
         stop.set()
@@ -1197,7 +890,8 @@ def test_the_admin_listener_and_its_token(secured):
     for method, path in [("GET", "/a3/backends"), ("GET", "/metrics"), ("POST", "/a3/drain"), ("POST", "/a3/undrain"),
                          ("POST", "/instances/add"), ("POST", "/instances/remove"), ("GET", "/docs")]:
         for headers in ({}, {"authorization": "Bearer wrong-token"},
-                        {"authorization": "Bearer " + SECRETS["api_keys"][0]}, {"authorization": SECRETS["admin_token"]}):
+                        {"authorization": "Bearer " + SECRETS["api_keys"][0]},
+                        {"authorization": SECRETS["admin_token"]}):
             status, answer_headers, answer = http(method, admin + path, {} if method == "POST" else None,
                                                   headers=headers)
             assert_openai_error(status, answer, 401, "invalid_api_key")
@@ -1435,7 +1129,7 @@ def test_a_stalled_stream_ends_with_an_error_event_and_done(secured):
     assert status == 200 and headers["content-type"].startswith("text/event-stream"), answer
     assert took <= IDLE_S, took
     events = sse_events(answer)
-    assert json.loads(events[0])["choices"][0]["text"] == "part"
+    assert json.loads(events[0])["choices"][0]["text"] == "one "
     err = json.loads(events[-2])["error"]
     assert events[-1] == "[DONE]" and len(events) == 3, events
     assert err["code"] == 504 and "idle timeout" in err["message"] and "the decode backend" in err["message"]
@@ -1597,12 +1291,7 @@ class TlsEtcd:
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 etcd.peers.append(dict(x[0] for x in self.connection.getpeercert()["subject"])["commonName"])
-                data = json.dumps({"header": {}, "kvs": kvs}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, 200, {"header": {}, "kvs": kvs})
 
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(pki / "server.crt", pki / "server.key")

@@ -1,10 +1,11 @@
 # -*- coding: utf-8 -*-
-"""Helpers of the honest proxy's unit tests: an ASGI driver and a stand-in for the upstream script (its ProxyState
-and ServerState, as v0.18.0 behaves), and the package (roles/proxy/files/a3proxy) on the path.
+"""Helpers of the honest proxy's unit tests: an ASGI driver, a stand-in for the upstream module (ServerState
+without an HTTP client, and the ProxyState of the stand-in upstream script upstream_standin.py, as v0.18.0
+behaves), and the package (roles/proxy/files/a3proxy) on the path.
 
-Plain Python: no fastapi, httpx or uvicorn. The wrapper's live path (its process, the uvicorn listeners, the httpx
-prober and forwarding, with a stand-in upstream script) is tested in test_proxy_live.py; the behaviour around the
-real upstream script in tests/sim/test_honest_proxy.py.
+No request goes over a socket here. The wrapper's live path (its process, the uvicorn listeners, the httpx prober
+and forwarding, with the stand-in upstream script) is tested in test_proxy_live.py; the behaviour around the real
+upstream script in tests/sim/test_honest_proxy.py.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import asyncio
 import sys
 import types
 from pathlib import Path
+
+import upstream_standin
 
 FILES = Path(__file__).resolve().parents[3] / "roles" / "proxy" / "files"
 if str(FILES) not in sys.path:
@@ -50,71 +53,34 @@ def asgi(app, method, path, body=b"", headers=(), chunks=None, hang_after=False)
 
 
 class FakeServer(object):
-    """The upstream's ServerState: host, port, its load counts and an httpx-like client."""
+    """The upstream's ServerState: host, port, its load counts, its aborted requests and an httpx-like client."""
 
     def __init__(self, host, port):
         self.host, self.port = host, port
         self.active_tokens = 0.0
         self.active_kv_cache = 0.0
+        self.aborted_requests = set()
         self.client = types.SimpleNamespace(event_hooks={})
 
     def __repr__(self):
         return "%s:%s" % (self.host, self.port)
 
 
-class FakeProxyState(object):
-    """The upstream's ProxyState as far as the wrapper uses it: selection by the lowest load (ties to the lower
-    index), releases by index that do nothing for an index past the list's end (as v0.18.0), removal, aborts."""
+class FakeProxyState(upstream_standin.ProxyState):
+    """The upstream's ProxyState as the stand-in upstream script has it (upstream_standin.py, which the sim stage
+    checks against the real one): selection by the lowest load (ties to the lower index), releases by index that
+    do nothing for an index past the list's end (as v0.18.0), add and removal, aborts; over FakeServers, which
+    need no HTTP client."""
 
     def __init__(self, prefills, decodes):
+        super().__init__((), ())
         self.prefillers = [FakeServer(h, p) for h, p in prefills]
         self.decoders = [FakeServer(h, p) for h, p in decodes]
-        self.tainted_prefillers, self.tainted_decoders = [], []
-        self.aborted = []
 
-    def _pick(self, servers, prefill):
-        loads = [s.active_tokens + (0.3 * s.active_kv_cache if prefill else 0) for s in servers]
-        return loads.index(min(loads))
-
-    def select_prefiller(self, score):
-        i = self._pick(self.prefillers, True)
-        self.prefillers[i].active_tokens += score
-        self.prefillers[i].active_kv_cache += score
-        return i
-
-    def select_decoder(self, score):
-        i = self._pick(self.decoders, False)
-        self.decoders[i].active_tokens += score
-        return i
-
-    def release_prefiller(self, idx, n):
-        if idx < len(self.prefillers):
-            self.prefillers[idx].active_tokens -= n
-
-    def release_prefiller_kv(self, idx, n):
-        if idx < len(self.prefillers) and self.prefillers[idx].active_kv_cache > 0:
-            self.prefillers[idx].active_kv_cache -= n
-
-    def release_decoder(self, idx, n):
-        if idx < len(self.decoders):
-            self.decoders[idx].active_tokens -= n
-
-    def _update_prefiller_priority(self, idx):
-        pass
-
-    def _update_decoder_priority(self, idx):
-        pass
-
-    def abort_prefiller_request(self, idx, rid):
-        self.aborted.append((str(self.prefillers[idx]), rid))
-
-    def remove_decoders(self, servers):
-        self.decoders = [s for s in self.decoders if s not in servers]
-        return False
-
-    def remove_prefillers(self, servers):
-        self.prefillers = [s for s in self.prefillers if s not in servers]
-        return False
+    @property
+    def aborted(self):
+        """(prefill, request id) of each abort the upstream would send with that prefill's next request."""
+        return [(str(s), rid) for s in self.prefillers for rid in sorted(s.aborted_requests)]
 
 
 def fake_upstream(prefills=(("10.0.0.1", 1),), decodes=(("10.0.0.2", 2),), app=None):

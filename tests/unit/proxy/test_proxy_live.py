@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 """The honest proxy's live path in the fast suite: a3_proxy.py as the role lays it out (the wrapper, its package
 and an upstream script side by side) runs as a process with its two uvicorn listeners on 127.0.0.1, probing
-and forwarding to stub engines in this process (127.0.0.1, port 0). The upstream script is upstream_standin.py
-(the real one comes with the vllm-ascend source distribution, which only the simulated cluster's build
-downloads: tests/sim/test_honest_proxy.py runs the wrapper around it and checks that the stand-in keeps its
-interface).
+and forwarding to stub engines in this process (stub_engine.py, which the sim stage's tests use too; 127.0.0.1,
+port 0). The upstream script is upstream_standin.py (the real one comes with the vllm-ascend source
+distribution, which only the simulated cluster's build downloads: tests/sim/test_honest_proxy.py runs the
+wrapper around it and checks that the stand-in keeps its interface).
 
 What is asserted here, through real sockets: the 503 with Retry-After while no backend is healthy (at once, and
 after the prober took one out), the first-byte rule (a status line and headers are not a first byte; the
@@ -21,21 +21,16 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import select
-import shutil
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
-import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from proxy_fakes import FILES
+from stub_engine import LOCAL, StubEngine, prompt, sse_events, tag_of
+from wrapper_process import Process, lay_out, parse_metrics, wrapper_argv
 
 HERE = Path(__file__).resolve().parent
 STANDIN = HERE / "upstream_standin.py"
@@ -58,7 +53,6 @@ def _web_stack_or_fail():
 _web_stack_or_fail()
 import httpx  # noqa: E402  (checked above, with a message that says what to do)
 
-LOCAL = "127.0.0.1"
 RETRY_AFTER = "7"
 FIRST_BYTE_S = 1.5
 IDLE_S = 1.5
@@ -94,232 +88,24 @@ def wait_until(predicate, timeout, what):
     assert predicate(), "%s: not within %ss" % (what, timeout)
 
 
-# ----------------------------------------------------------------------------- stub engines
-
-def _send_json(handler, code, obj):
-    data = json.dumps(obj).encode()
-    handler.send_response(code)
-    handler.send_header("content-type", "application/json")
-    handler.send_header("content-length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
-
-
-def event(text):
-    return b"data: " + json.dumps({"id": "cmpl-stub", "object": "chat.completion.chunk", "model": "glm-5.1",
-                                   "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
-                                  ).encode() + b"\n\n"
-
-
-ANSWER = {"id": "cmpl-stub", "object": "chat.completion", "model": "glm-5.1",
-          "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}],
-          "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
-
-
-class StubEngine:
-    """An OpenAI-style engine on 127.0.0.1 as a prefill or a decode backend. GET /health answers self.health;
-    GET /v1/models the model list. A POST to a completions path acts by the mode its prompt names for this role
-    ("p=<mode>" for a prefill, "d=<mode>" for a decode; "ok" otherwise):
-
-      ok       a prefill: the answer with kv_transfer_params; a decode: a completion, or three SSE events and [DONE]
-      empty    200 with an empty body
-      drop     close the connection without an answer
-      headers  200 and the headers of a chunked stream, then nothing (until the client closes)
-      late     nothing for LATE_S (longer than the first-byte timeout and some), then the ok answer
-      slow     a stream whose events come 0.6 s apart (less than the idle timeout): the whole answer takes longer
-               than the first-byte timeout
-      hold     one event, then the rest only once the test released the prompt's tag (release(); 5 s at most)
-      stall    one event, then nothing (until the client closes)
-
-    With key, every /v1 path needs "Authorization: Bearer <key>" (401 otherwise), as vLLM's --api-key. Every POST
-    is recorded in calls: path, the Authorization header (None without), the body, the prompt's tag, the mode and
-    (for the modes that wait) whether the client closed the connection meanwhile ("closed")."""
-
-    def __init__(self, role, key=None):
-        self.role, self.key = role, key
-        self.health = 200
-        self.calls = []
-        self.gates = {}
-        self.held = {}
-        self.stop_event = threading.Event()
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _authorized(self):
-                return not stub.key or self.headers.get("authorization") == "Bearer " + stub.key
-
-            def _chunk(self, data):
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                self.wfile.flush()
-
-            def _start_stream(self):
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream; charset=utf-8")
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                self.wfile.flush()
-
-            def _end_stream(self):
-                self._chunk(b"data: [DONE]\n\n")
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-
-            def _closed_within(self, seconds):
-                """True once the client closed the connection (within seconds, or until the stub stops)."""
-                deadline = time.monotonic() + seconds
-                while not stub.stop_event.is_set() and time.monotonic() < deadline:
-                    readable, _unused, _unused = select.select([self.connection], [], [], 0.05)
-                    if readable:
-                        try:
-                            if not self.connection.recv(1, socket.MSG_PEEK):
-                                return True
-                        except OSError:
-                            return True
-                        time.sleep(0.05)
-                return False
-
-            def do_GET(self):
-                if self.path == "/health":
-                    return _send_json(self, stub.health, {})
-                if not self._authorized():
-                    return _send_json(self, 401, {"error": "Unauthorized"})
-                return _send_json(self, 200, {"object": "list", "data": [{"id": "glm-5.1", "object": "model"}]})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-                text = body.get("prompt") if isinstance(body.get("prompt"), str) else ""
-                if not text and body.get("messages"):
-                    text = str(body["messages"][0].get("content", ""))
-                words = text.split()
-                prefix = "p=" if stub.role == "prefill" else "d="
-                mode = next((w[2:] for w in words if w.startswith(prefix)), "ok")
-                call = {"path": self.path, "authorization": self.headers.get("authorization"), "body": body,
-                        "tag": next((w for w in words if w.startswith("t=")), None), "mode": mode}
-                stub.calls.append(call)
-                if not self._authorized():
-                    return _send_json(self, 401, {"error": "Unauthorized"})
-                if stub.role == "prefill" and mode == "ok":
-                    return _send_json(self, 200, dict(ANSWER, kv_transfer_params={
-                        "do_remote_prefill": True, "remote_engine_id": "0", "remote_host": LOCAL}))
-                return self._act(mode, body, call)
-
-            def _act(self, mode, body, call):
-                stream = bool(body.get("stream"))
-                if mode == "empty":
-                    self.send_response(200)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", "0")
-                    self.end_headers()
-                    return None
-                if mode == "drop":
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    self.close_connection = True
-                    return None
-                if mode == "headers" or (stream and mode in ("stall", "hold", "slow")):
-                    self._start_stream()
-                if mode == "headers":
-                    call["closed"] = self._closed_within(30)
-                    self.close_connection = True
-                    return None
-                if mode == "late":
-                    if self._closed_within(LATE_S):
-                        call["closed"] = True
-                        self.close_connection = True
-                        return None
-                    mode = "ok"
-                if mode == "ok":
-                    if not stream:
-                        return _send_json(self, 200, ANSWER)
-                    self._start_stream()
-                    for word in ("one ", "two ", "three"):
-                        self._chunk(event(word))
-                    return self._end_stream()
-                if mode == "slow":
-                    for word in ("one ", "two ", "three"):
-                        if self._closed_within(0.6):
-                            call["closed"] = True
-                            self.close_connection = True
-                            return None
-                        self._chunk(event(word))
-                    return self._end_stream()
-                if mode == "stall":
-                    self._chunk(event("one "))
-                    call["closed"] = self._closed_within(30)
-                    self.close_connection = True
-                    return None
-                if mode == "hold":
-                    gate = stub.gates.setdefault(call["tag"], threading.Event())
-                    self._chunk(event("one "))
-                    call["released"] = gate.wait(5)
-                    self._chunk(event("two"))
-                    return self._end_stream()
-                return _send_json(self, 500, {"error": {"message": "unknown stub mode %s" % mode}})
-
-        self.server = ThreadingHTTPServer((LOCAL, 0), Handler)
-        self.server.daemon_threads = True
-        self.host, self.port = LOCAL, self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    def release(self, tag):
-        self.gates.setdefault(tag, threading.Event()).set()
-
-    def posts(self, tag):
-        return [c for c in self.calls if c["tag"] == tag]
-
-    def stop(self):
-        self.stop_event.set()
-        for gate in self.gates.values():
-            gate.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
 # ----------------------------------------------------------------------------- the wrapper as a process
 
-def lay_out(work):
-    """a3_proxy.py, its package and the upstream script (here the stand-in) side by side, as the role writes
-    them into the work directory."""
-    work.mkdir(parents=True)
-    shutil.copy(FILES / "a3_proxy.py", work / "a3_proxy.py")
-    shutil.copytree(FILES / "a3proxy", work / "a3proxy", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(STANDIN, work / "load_balance_proxy_server_example.py")
-    return work
-
-
-class Wrapper:
-    """python a3_proxy.py in its work directory: the public listener (base) and the admin listener (admin) on
-    127.0.0.1. stop() sends SIGTERM, as systemd and docker stop do, and returns the exit status."""
+class Wrapper(Process):
+    """python a3_proxy.py in its work directory, beside the stand-in upstream script: the public listener (base)
+    and the admin listener (admin) on 127.0.0.1. stop() sends SIGTERM, as systemd and docker stop do, and returns
+    the exit status."""
 
     def __init__(self, tmp, prefills, decodes, secrets=None):
-        work = lay_out(tmp / "work")
+        work = lay_out(tmp / "work", STANDIN)
         self.port, self.admin_port = free_port(), free_port()
         self.base, self.admin = "http://%s:%d" % (LOCAL, self.port), "http://%s:%d" % (LOCAL, self.admin_port)
-        self.admin_headers = {}
-        argv = [sys.executable, "a3_proxy.py", "--port", str(self.port), "--host", LOCAL,
-                "--prefiller-hosts", *[h for h, _unused in prefills], "--prefiller-ports", *[str(p) for _unused, p in prefills],
-                "--decoder-hosts", *[h for h, _unused in decodes], "--decoder-ports", *[str(p) for _unused, p in decodes],
-                "--a3-admin-host", LOCAL, "--a3-admin-port", str(self.admin_port)] + FAST
-        if secrets is not None:
-            path = work / "proxy-secrets.json"
-            path.write_text(json.dumps(secrets))
-            path.chmod(0o600)
-            argv += ["--a3-secrets-file", str(path)]
-            if secrets.get("admin_token"):
-                self.admin_headers = {"authorization": "Bearer " + secrets["admin_token"]}
-        self.log = work / "a3_proxy.log"
-        self._out = open(self.log, "ab")
-        self.proc = subprocess.Popen(argv, cwd=work, env=clean_env(), stdout=self._out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        argv, self.admin_headers = wrapper_argv(work, self.port, self.admin_port, prefills, decodes, options=FAST,
+                                                secrets=secrets)
+        super().__init__(argv, clean_env(), work, "a3_proxy")
         self.client = httpx.Client(trust_env=False, timeout=15)
 
     def output(self):
-        return self.log.read_text(errors="replace")[-4000:]
+        return super().output()[-4000:]
 
     def wait_listening(self, timeout=30):
         deadline = time.monotonic() + timeout
@@ -340,24 +126,11 @@ class Wrapper:
     def metrics(self):
         answer = self.client.get(self.admin + "/metrics", headers=self.admin_headers)
         assert answer.status_code == 200, answer.text
-        out = {}
-        for line in answer.text.splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                out[name] = float(value)
-        return out
+        return parse_metrics(answer.text)
 
-    def stop(self):
+    def stop(self, timeout=15):
         self.client.close()  # no kept-alive connection for the graceful shutdown to wait on
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=5)
-        self._out.close()
-        return self.proc.returncode
+        return super().stop(timeout)
 
 
 def start(tmp, prefills, decodes, secrets=None):
@@ -374,13 +147,13 @@ def stopped_cleanly(wrapper):
     assert rc == 0, "SIGTERM did not stop the wrapper with status 0 (got %s):\n%s" % (rc, wrapper.output())
 
 
-@pytest.fixture(scope="module")
-def plain(tmp_path_factory):
-    """A wrapper without keys in front of one prefill and one decode stub, both healthy."""
-    p, d = StubEngine("prefill"), StubEngine("decode")
+def serving(tmp, key=None, secrets=None):
+    """For a fixture: a wrapper (with secrets, the secrets file's content) in front of one prefill and one decode
+    stub (with key, they want that engines' key), both healthy; yields (wrapper, prefill, decode), stops them all."""
+    p, d = StubEngine("prefill", key=key, late_s=LATE_S), StubEngine("decode", key=key, late_s=LATE_S)
     wrapper = None
     try:
-        wrapper = start(tmp_path_factory.mktemp("plain"), [(p.host, p.port)], [(d.host, d.port)])
+        wrapper = start(tmp, [(p.host, p.port)], [(d.host, d.port)], secrets)
         wrapper.wait_health(200)
         yield wrapper, p, d
     finally:
@@ -388,6 +161,12 @@ def plain(tmp_path_factory):
             stopped_cleanly(wrapper)
         p.stop()
         d.stop()
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """A wrapper without keys in front of one prefill and one decode stub, both healthy."""
+    yield from serving(tmp_path_factory.mktemp("plain"))
 
 
 CLIENT_KEY, ADMIN_TOKEN, ENGINE_KEY = "client-key-1", "admin-token-2", "engine-key-3"
@@ -396,27 +175,8 @@ CLIENT_KEY, ADMIN_TOKEN, ENGINE_KEY = "client-key-1", "admin-token-2", "engine-k
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory):
     """A wrapper with a client key, an admin token and the engines' key, in front of stubs that need that key."""
-    p, d = StubEngine("prefill", key=ENGINE_KEY), StubEngine("decode", key=ENGINE_KEY)
-    wrapper = None
-    try:
-        wrapper = start(tmp_path_factory.mktemp("keyed"), [(p.host, p.port)], [(d.host, d.port)],
-                        {"api_keys": [CLIENT_KEY], "admin_token": ADMIN_TOKEN, "backend_api_key": ENGINE_KEY})
-        wrapper.wait_health(200)
-        yield wrapper, p, d
-    finally:
-        if wrapper is not None:
-            stopped_cleanly(wrapper)
-        p.stop()
-        d.stop()
-
-
-def prompt(*modes):
-    """A prompt with a fresh tag (t=<hex>) and the stub modes ("d=headers", ...)."""
-    return " ".join(("t=" + uuid.uuid4().hex[:12],) + modes)
-
-
-def tag_of(text):
-    return text.split()[0]
+    yield from serving(tmp_path_factory.mktemp("keyed"), ENGINE_KEY,
+                       {"api_keys": [CLIENT_KEY], "admin_token": ADMIN_TOKEN, "backend_api_key": ENGINE_KEY})
 
 
 def chat(text, stream=False):
@@ -435,10 +195,6 @@ def openai_error(status, body, want, etype, code=None):
     err = json.loads(body)["error"]
     assert err["type"] == etype and err["code"] == (want if code is None else code) and err["message"], err
     return err
-
-
-def sse_data(body):
-    return [line[6:] for line in body.decode().split("\n") if line.startswith("data: ")]
 
 
 # ----------------------------------------------------------------------------- no healthy backend: 503 at once
@@ -479,7 +235,7 @@ def test_a_decode_the_prober_took_out_gives_503_until_it_is_back(plain):
         err = openai_error(status, body, 503, "ServiceUnavailableError")
         assert headers["retry-after"] == RETRY_AFTER and took < FIRST_BYTE_S
         assert err["message"] == "no healthy decode backend in rotation; retry later"
-        assert p.posts(tag_of(text)) == [] and d.posts(tag_of(text)) == []  # refused before anything was sent
+        assert p.tagged(tag_of(text)) == [] and d.tagged(tag_of(text)) == []  # refused before anything was sent
     finally:
         d.health = 200
     wrapper.wait_health(200)
@@ -503,7 +259,7 @@ def test_a_status_line_and_headers_are_not_a_first_byte(plain, stream):
     assert "the decode backend" in err["message"] and LOCAL not in err["message"], err
     assert FIRST_BYTE_S - 0.05 <= took < FIRST_BYTE_S + SLACK_S, took
     assert wrapper.metrics()["a3_proxy_first_byte_timeouts_total"] == before + 1
-    wait_until(lambda: d.posts(tag_of(text))[0].get("closed"), 10, "the decode's connection closed by the proxy")
+    wait_until(lambda: d.tagged(tag_of(text))[0].get("closed"), 10, "the decode's connection closed by the proxy")
 
 
 def test_a_first_byte_after_the_timeout_is_too_late(plain):
@@ -512,7 +268,7 @@ def test_a_first_byte_after_the_timeout_is_too_late(plain):
     status, headers, body, took = post(wrapper, chat(text))
     openai_error(status, body, 503, "ServiceUnavailableError")
     assert headers["retry-after"] == RETRY_AFTER and took < LATE_S, took  # not waiting for the late answer
-    wait_until(lambda: d.posts(tag_of(text))[0].get("closed"), 10, "the decode's connection closed by the proxy")
+    wait_until(lambda: d.tagged(tag_of(text))[0].get("closed"), 10, "the decode's connection closed by the proxy")
 
 
 def test_once_the_first_byte_came_only_the_idle_timeout_counts(plain):
@@ -521,7 +277,7 @@ def test_once_the_first_byte_came_only_the_idle_timeout_counts(plain):
     wrapper, _unused, _unused = plain
     status, headers, body, took = post(wrapper, chat(prompt("d=slow"), stream=True))
     assert status == 200 and headers["content-type"].startswith("text/event-stream"), (status, body)
-    events = sse_data(body)
+    events = sse_events(body)
     assert [json.loads(e)["choices"][0]["delta"]["content"] for e in events[:-1]] == ["one ", "two ", "three"]
     assert events[-1] == "[DONE]" and took > FIRST_BYTE_S, (events, took)
 
@@ -529,7 +285,7 @@ def test_once_the_first_byte_came_only_the_idle_timeout_counts(plain):
 def test_a_stream_that_stalls_after_its_first_byte_ends_with_an_error_event_and_done(plain):
     wrapper, _unused, _unused = plain
     status, _unused, body, took = post(wrapper, chat(prompt("d=stall"), stream=True))
-    events = sse_data(body)
+    events = sse_events(body)
     assert status == 200 and json.loads(events[0])["choices"][0]["delta"]["content"] == "one ", body
     err = json.loads(events[1])["error"]
     assert err["code"] == 504 and "idle timeout" in err["message"] and events[2:] == ["[DONE]"], events
@@ -560,7 +316,7 @@ def test_a_prefill_that_drops_the_connection_is_a_502_naming_the_prefill(plain):
     status, _unused, body, _unused = post(wrapper, chat(text))
     err = openai_error(status, body, 502, "BadGatewayError")
     assert "[last backend: the prefill backend]" in err["message"] and LOCAL not in err["message"], err
-    assert len(p.posts(tag_of(text))) == 3 and d.posts(tag_of(text)) == []  # the upstream's --max-retries 3
+    assert len(p.tagged(tag_of(text))) == 3 and d.tagged(tag_of(text)) == []  # the upstream's --max-retries 3
 
 
 # ----------------------------------------------------------------------------- streaming relay
@@ -577,8 +333,8 @@ def test_a_stream_is_relayed_as_it_comes(plain):
             chunks.append(chunk)
             if b"one " in b"".join(chunks):
                 d.release(tag_of(text))
-    assert d.posts(tag_of(text))[0]["released"] is True, "the first event reached the client only with the rest"
-    events = sse_data(b"".join(chunks))
+    assert d.tagged(tag_of(text))[0]["released"] is True, "the first event reached the client only with the rest"
+    events = sse_events(b"".join(chunks))
     assert [json.loads(e)["choices"][0]["delta"]["content"] for e in events[:-1]] == ["one ", "two"]
     assert events[-1] == "[DONE]"
 
@@ -594,7 +350,7 @@ def test_the_public_listener_refuses_a_client_without_its_key(keyed):
         err = openai_error(status, body, 401, "invalid_request_error", "invalid_api_key")
         assert answer_headers["www-authenticate"] == "Bearer" and CLIENT_KEY not in err["message"], headers
     assert wrapper.client.get(wrapper.base + "/v1/models").status_code == 401
-    assert p.posts(tag_of(text)) == [] and d.posts(tag_of(text)) == []
+    assert p.tagged(tag_of(text)) == [] and d.tagged(tag_of(text)) == []
     # the public /healthcheck needs no key (load balancers probe it)
     answer = wrapper.client.get(wrapper.base + "/healthcheck")
     assert (answer.status_code, answer.json()) == (200, {"status": "ok"})
@@ -605,8 +361,8 @@ def test_a_client_key_lets_a_request_through_and_only_the_engines_key_reaches_th
     text = prompt()
     status, _unused, body, _unused = post(wrapper, chat(text), headers={"authorization": "Bearer " + CLIENT_KEY})
     assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "hello", body
-    calls = p.posts(tag_of(text)) + d.posts(tag_of(text))
-    assert [c["authorization"] for c in calls] == ["Bearer " + ENGINE_KEY] * 2
+    calls = p.tagged(tag_of(text)) + d.tagged(tag_of(text))
+    assert [c["auth"] for c in calls] == ["Bearer " + ENGINE_KEY] * 2
     models = wrapper.client.get(wrapper.base + "/v1/models", headers={"authorization": "Bearer " + CLIENT_KEY})
     assert models.status_code == 200 and models.json()["data"][0]["id"] == "glm-5.1"
 
@@ -631,7 +387,7 @@ def test_a_body_over_the_cap_is_a_413_before_anything_is_forwarded(plain):
     status, headers, answer, _unused = post(wrapper, body)
     openai_error(status, answer, 413, "invalid_request_error", "request_too_large")
     assert headers["connection"] == "close"
-    assert p.posts(tag_of(text)) == [] and d.posts(tag_of(text)) == []
+    assert p.tagged(tag_of(text)) == [] and d.tagged(tag_of(text)) == []
 
 
 def test_the_header_timeout_closes_a_slow_connection(plain):
