@@ -412,3 +412,159 @@ def test_soft_wait_goes_on_and_notes_it_in_the_log(tmp_path):
     text = log.read_text()
     assert "waiting up to 0.3s for 127.0.0.1:1 (DP master RPC)" in text
     assert "starting anyway: 127.0.0.1:1 (DP master RPC) not listening after 0.3s" in text
+
+
+# --- silence that looks like an answer, and the crash loop the supervisor gives up on (issue 37) ---
+
+@pytest.mark.parametrize("body", [
+    None,                                                                   # an empty or unparsable body
+    {},
+    [],
+    "a token",
+    {"choices": None},
+    {"choices": []},
+    {"choices": "x"},
+    {"choices": [{}]},
+    {"choices": [{"text": ""}]},                                            # an empty text and no count
+    {"choices": [{"text": None}]},
+    {"choices": [{"text": ""}], "usage": {"completion_tokens": None}},
+    {"choices": [{"text": ""}], "usage": {"completion_tokens": 0}},
+    {"choices": [{"text": "x"}], "usage": {"completion_tokens": 0}},        # the count says no token was made
+    {"usage": {"completion_tokens": 1}},                                    # counted, but no choice came back
+    {"choices": [], "usage": {"completion_tokens": 1}},
+    {"choices": "x", "usage": {"completion_tokens": 1}},
+    {"choices": [{"text": ""}], "usage": {"completion_tokens": "1"}},      # no count: the empty text decides
+])
+def test_a_200_without_a_token_is_silence(body):
+    assert sup.canary_verdict(200, body) == "hung"
+    assert sup.produced_a_token(body) is False
+
+
+@pytest.mark.parametrize("body", [
+    {"choices": [{"text": "x"}]},
+    {"choices": [{"text": ""}, {"text": "x"}]},
+    {"choices": [{"text": "x"}], "usage": {}},
+    {"choices": [{"text": "x"}], "usage": {"completion_tokens": 1}},
+    # one token that decodes to no text (an end of sequence, part of a character): the engine did run
+    {"choices": [{"text": "", "finish_reason": "stop"}], "usage": {"prompt_tokens": 2, "completion_tokens": 1}},
+])
+def test_a_200_with_a_token_is_life(body):
+    assert sup.canary_verdict(200, body) == "ok"
+    assert sup.produced_a_token(body) is True
+
+
+@pytest.mark.parametrize("body", [
+    {"choices": [{"text": ""}], "usage": {"completion_tokens": 0}},
+    {"choices": []},
+    {},
+])
+def test_a_round_whose_answer_has_no_token_restarts_a_hung_rank(tmp_path, monkeypatch, body):
+    calls, events = _canary_round(tmp_path, monkeypatch, {
+        A + "/health": (200, None), A + "/v1/completions": (200, body), P + "/health": (200, None)})
+    assert calls == [["systemctl", "restart", "--no-block", "u.service"]]
+    assert events[-1]["reason"].startswith("hung: %s answers /health but produced no token in 1 canary" % A)
+
+
+class _EmptyAnswers:
+    """A loopback engine whose /health answers 200 and whose completions answer 200 with the body given."""
+
+    def __init__(self, body: bytes):
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                data = b"" if self.path == "/health" else body
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            do_GET = do_POST = _answer  # noqa: N815 (http.server's names)
+
+            def log_message(self, *args):
+                pass
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.base = "http://127.0.0.1:%d" % self.srv.server_address[1]
+
+
+@pytest.mark.parametrize("raw", [b"", b"{}", b'{"choices": [{"text": ""}], "usage": {"completion_tokens": 0}}',
+                                 b"not json"])
+def test_the_canary_over_http_counts_an_empty_200_as_silence(tmp_path, monkeypatch, raw):
+    engine = _EmptyAnswers(raw)
+    try:
+        record = str(tmp_path / "u.service.jsonl")
+        config = tmp_path / "canary.json"
+        config.write_text(json.dumps({"unit": "u.service", "record": record, "local": [engine.base], "peers": [],
+                                      "model": "m", "timeout": 5, "hang_failures": 2, "peer_failures": 3}))
+        calls = []
+        monkeypatch.setattr(sup, "systemctl_show", lambda unit, props: {"ActiveState": "active"})
+        monkeypatch.setattr(sup.subprocess, "run", lambda argv, **kw: calls.append(argv))
+        assert sup.main(["canary", "--config", str(config)]) == 0
+        assert calls == [] and json.loads(open(record + ".canary").read())["hang"] == {engine.base: 1}
+        assert sup.main(["canary", "--config", str(config)]) == 0
+        assert calls == [["systemctl", "restart", "--no-block", "u.service"]]
+        assert sup.read_record(record)[-1]["reason"].startswith("hung: " + engine.base)
+    finally:
+        engine.srv.shutdown()
+
+
+@pytest.mark.parametrize("crashes, gives_up", [(1, False), (4, False), (5, False), (6, True), (9, True)])
+def test_the_crash_loop_message_says_systemd_gives_up_only_past_the_limit(crashes, gives_up):
+    msg = sup.crash_loop_message("u.service", crashes, 5, 10, "boom")
+    if gives_up:
+        assert msg.startswith("u.service: crash loop: %d unplanned exits within 10 min, over the limit of 5 restarts"
+                              % crashes)
+        assert "GAVE UP in playbooks/status.yml" in msg and "Last: boom." in msg
+    else:
+        assert msg == "u.service: unplanned exit %d of 5 allowed within 10 min: boom" % crashes
+
+
+def test_record_says_crash_loop_at_the_crash_past_the_limit_and_not_before(tmp_path, monkeypatch, capsys):
+    record = str(tmp_path / "u.service.jsonl")
+    monkeypatch.setenv("SERVICE_RESULT", "exit-code")
+    monkeypatch.setenv("EXIT_CODE", "exited")
+    monkeypatch.setenv("EXIT_STATUS", "1")
+    lines = []
+    for _unused in range(4):
+        sup.main(["record", "--unit", "u.service", "--record", record, "--restarts", "3", "--window-min", "10"])
+        lines.append(capsys.readouterr().out)
+    assert [("crash loop" in line) for line in lines] == [False, False, False, True]
+    assert lines[2].startswith("u.service: unplanned exit 3 of 3 allowed within 10 min: exited with status 1")
+    assert lines[3].startswith("u.service: crash loop: 4 unplanned exits within 10 min, over the limit of 3")
+
+
+def _status(tmp_path, monkeypatch, capsys, show):
+    monkeypatch.setattr(sup, "systemctl_show", lambda unit, props: show)
+    assert sup.main(["status", "--state-dir", str(tmp_path), "--unit", "u.service", "--window-min", "10"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_status_says_gave_up_only_when_systemd_hit_the_start_limit(tmp_path, monkeypatch, capsys):
+    record = str(tmp_path / "u.service.jsonl")
+    now = time.time()
+    for t in (now - 7200, now - 50, now - 40):
+        sup.append_record(record, crash(t, "exited with status 1: boom %d" % t))
+    sup.append_record(record, planned(now - 30))
+    gave_up = _status(tmp_path, monkeypatch, capsys, {"ActiveState": "failed", "SubState": "failed",
+                                                      "Result": "start-limit-hit", "UnitFileState": "enabled"})
+    assert gave_up == [{"unit": "u.service", "active": "failed", "sub": "failed", "enabled": "enabled",
+                        "gave_up": True, "restarts": 3, "restarts_in_window": 2,
+                        "last_reason": "exited with status 1: boom %d" % (now - 40),
+                        "last_time": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now - 40)),
+                        "canary_unauthorized": []}]
+    for show in ({"ActiveState": "failed", "Result": "exit-code"},       # failed, but systemd did not give up
+                 {"ActiveState": "activating", "SubState": "auto-restart", "Result": "exit-code"},
+                 {"ActiveState": "active", "Result": "success"},
+                 {}):                                                   # systemctl said nothing
+        status = _status(tmp_path, monkeypatch, capsys, show)
+        assert status[0]["gave_up"] is False, show
+        assert status[0]["restarts"] == 3 and status[0]["restarts_in_window"] == 2
+
+
+def test_status_of_a_unit_without_a_record(tmp_path, monkeypatch, capsys):
+    assert _status(tmp_path, monkeypatch, capsys, {}) == [{
+        "unit": "u.service", "active": "unknown", "sub": "", "enabled": "", "gave_up": False, "restarts": 0,
+        "restarts_in_window": 0, "last_reason": "", "last_time": "", "canary_unauthorized": []}]

@@ -127,12 +127,29 @@ def canary_verdict(status: int, body) -> str:
     "unauthorized": 401 or 403, the rank refused the canary's key (vllm_api_key differs, or the canary has none):
                     no hang (a restart cannot fix a key), no proof that it produces tokens either.
     "ok":           a token came back, or any other error answer (the engine is alive, not hung).
-    "hung":         no answer in time (status 0), or a 200 without a choice."""
+    "hung":         no answer in time (status 0), or a 200 without a token (see produced_a_token)."""
     if status in (401, 403):
         return "unauthorized"
     if status == 200:
-        return "ok" if isinstance(body, dict) and bool(body.get("choices")) else "hung"
+        return "ok" if produced_a_token(body) else "hung"
     return "hung" if status == 0 else "ok"
+
+
+def produced_a_token(body) -> bool:
+    """Whether a 200 answer of /v1/completions carries a generated token: it has a choice, and its usage counts a
+    completion token (vLLM's answers always count them; a token may decode to no text, e.g. an end of sequence or a
+    part of a character, and still proves the engine runs); without a count, a choice's text is not empty. An empty
+    or unparsable body, no choice, completion_tokens 0 or an empty text without a count are silence."""
+    if not isinstance(body, dict):
+        return False
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return False
+    usage = body.get("usage")
+    counted = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if isinstance(counted, int):
+        return counted > 0
+    return any(isinstance(c, dict) and isinstance(c.get("text"), str) and c["text"] != "" for c in choices)
 
 
 def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_failures: int):

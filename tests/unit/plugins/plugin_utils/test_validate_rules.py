@@ -1086,3 +1086,141 @@ def test_serve_flag_in_the_common_layer_is_named_where_it_is_used():
     """The prefill side's own enforce-eager: true replaces the common one; the decode side runs the common one."""
     one(_args("vllm_serve_args_common", **{"enforce-eager": "false"}), prefix="d0, d1",
         must=("vllm_serve_args_common is {'enforce-eager': 'false'}", "without a value"))
+
+
+# --- issue 37: every declared bound holds at its edge; a port range is judged on every port, not its first ---------
+
+
+def _bound_cases():
+    """(option, a value on the bound, the next value past it) for each "At least N.", "At most N." and "Above N."
+    of an int or float option in the specs: an integer steps by 1, a number by 0.001."""
+    cases = []
+    for name, option in sorted(S.load().items()):
+        step = 1 if option.type == "int" else 0.001
+        for form, edge, past in (("at-least", option.minimum, -step), ("at-most", option.maximum, step)):
+            if edge is not None:
+                cases.append(pytest.param(name, edge, round(edge + past, 3), id="%s-%s-%s" % (name, form, edge)))
+        if option.above is not None:
+            cases.append(pytest.param(name, round(option.above + step, 3), option.above,
+                                      id="%s-above-%s" % (name, option.above)))
+    return cases
+
+
+BOUND_CASES = _bound_cases()
+
+
+def _bound_errors(errors, name, value):
+    """The errors that say the value of name is out of its bounds (the spec-derived wording and the layout rules'):
+    '<hosts>: <name> is <value>: set ...' or '<hosts>: <name> <value> is above <N>: set ...'."""
+    shown, plain = re.escape(B.show(value)), re.escape(str(value))
+    rx = re.compile(r"^[^:]+: %s (is %s|%s is above [0-9]+): set " % (re.escape(name), shown, plain))
+    return [e for e in errors if rx.match(e)]
+
+
+def _spec_sentences(start):
+    """Options whose description in roles/*/meta/argument_specs.yml holds a sentence starting with start (read
+    straight from the YAML, not through _specs)."""
+    found = set()
+    for path in ROOT.glob("roles/*/meta/argument_specs.yml"):
+        for body in (_yaml(path).get("argument_specs") or {}).values():
+            for name, spec in ((body or {}).get("options") or {}).items():
+                text = S.description_text((spec or {}).get("description"))
+                if spec.get("type") in ("int", "float") and re.search(r"(^|[.] )%s -?[0-9]" % start, text):
+                    found.add(name)
+    return found
+
+
+def test_the_bound_cases_are_every_bounded_option_of_the_specs():
+    names = {c.values[0] for c in BOUND_CASES}
+    least, most, above = _spec_sentences("At least"), _spec_sentences("At most"), _spec_sentences("Above")
+    assert len(least) > 60 and len(most) > 10 and above, (len(least), len(most), above)
+    assert names == least | most | above
+    assert len(BOUND_CASES) == len(least) + len(most) + len(above)
+    ids = {c.id for c in BOUND_CASES}
+    assert {"proxy_max_body_bytes-at-least-1024", "vllm_api_port-at-most-65535", "container_pull_delay-at-least-0",
+            "monitoring_kv_cache_usage_max-at-most-1", "proxy_probe_interval-above-0"} <= ids
+
+
+@pytest.mark.parametrize("name,inside,outside", BOUND_CASES)
+def test_every_declared_bound_holds_at_its_edge(name, inside, outside):
+    """On the bound: no bound error (other rules may still relate the value to others); one past it: one error
+    naming every host and the variable with its value."""
+    assert _bound_errors(V.validate(seed(**{name: inside}))[0], name, inside) == []
+    hits = _bound_errors(V.validate(seed(**{name: outside}))[0], name, outside)
+    assert len(hits) == 1 and hits[0].startswith(ALL + ": %s " % name), (hits, V.validate(seed(**{name: outside}))[0])
+
+
+@pytest.mark.parametrize("name,inside,outside", BOUND_CASES)
+def test_one_host_past_a_bound_is_named_alone(name, inside, outside):
+    hits = _bound_errors(V.validate(_on("d1", **{name: outside}))[0], name, outside)
+    assert len(hits) == 1 and hits[0].startswith("d1: %s " % name), hits
+    assert _bound_errors(V.validate(_on("d1", **{name: inside}))[0], name, inside) == []
+
+
+def _band(inv):
+    return [w for w in V.validate(inv)[1] if "random port band" in w]
+
+
+def test_a_kv_range_that_enters_the_band_after_its_first_port_is_reported():
+    # prefill kv 19990, tp 16: p0's rank 0 holds 19990-20005, the first port below the band, the later ones in it
+    warnings = _band(seed(vllm_prefill_kv_port=19990, vllm_decode_kv_port=36000))
+    assert [w.split(":")[0] for w in warnings] == ["p0", "p1"], warnings
+    assert warnings[0].startswith("p0: Mooncake kv ports 19990-20005 of dp rank 0 lie inside Mooncake's random port "
+                                  "band [20000, 36000)")
+    assert "move vllm_prefill_kv_port to 36000 or above" in warnings[0]
+
+
+def test_a_kv_range_that_ends_below_the_band_or_starts_past_it_is_not_reported():
+    # prefill 19968: p0 19968-19983, p1 19984-19999 (the last port just below 20000); decode from 36000
+    assert _band(seed(vllm_prefill_kv_port=19968, vllm_decode_kv_port=36000)) == []
+
+
+def test_the_bands_last_port_is_inside_it():
+    # decode 35999, tp 16: d0's range starts on the band's last port (35999), d1's (36015-) past the band
+    warnings = _band(seed(vllm_prefill_kv_port=19968, vllm_decode_kv_port=35999))
+    assert len(warnings) == 1 and warnings[0].startswith("d0: Mooncake kv ports 35999-36014 of dp rank 0 "), warnings
+
+
+def test_the_band_of_a_later_local_rank_is_reported():
+    # two instances per prefill node, tp 8, kv 19992: p0's rank 0 19992-19999 (below the band), rank 1 20000-20007
+    inv = seed(vllm_prefill_kv_port=19992, vllm_decode_kv_port=36000, vllm_prefill_dp_size_local=2,
+               vllm_prefill_tp_size=8, vllm_decode_tp_size=8, vllm_prefill_lookup_rpc_port="dp_rank")
+    assert V.validate(inv)[0] == []
+    warnings = _band(inv)
+    assert [w.split(" of dp rank ")[0] for w in warnings] == [
+        "p0: Mooncake kv ports 20000-20007", "p1: Mooncake kv ports 20008-20015", "p1: Mooncake kv ports 20016-20023"]
+    assert not any("19992-19999" in w for w in warnings)
+
+
+def test_the_band_follows_the_npus_of_the_node():
+    # 8 NPUs: the band is [20000, 28000); decode 28000 is past it, 27999 is its last port
+    assert _band(seed(a3_npus_per_node=8, vllm_prefill_tp_size=8, vllm_decode_tp_size=8,
+                      vllm_prefill_kv_port=19968, vllm_decode_kv_port=28000)) == []
+    warnings = _band(seed(a3_npus_per_node=8, vllm_prefill_tp_size=8, vllm_decode_tp_size=8,
+                          vllm_prefill_kv_port=19968, vllm_decode_kv_port=27999))
+    assert len(warnings) == 1 and "d0: Mooncake kv ports 27999-28006" in warnings[0] and "[20000, 28000)" in warnings[0]
+
+
+@pytest.mark.parametrize("port", [30005, 30015])
+def test_a_port_on_a_later_port_of_a_kv_range_is_an_overlap(port):
+    # p0's kv ports 30000-30015 (prefill rank 0): the worker port on a port after the first one
+    errors = V.validate(seed(yuanrong_worker_port=port))[0]
+    assert "p0: Mooncake kv ports of dp rank 0 (vllm_prefill_kv_port + rank x tp) [30000-30015] overlaps yuanrong " \
+           "worker port (yuanrong_worker_port) [%d-%d]: move one of them" % (port, port) in errors, errors
+
+
+def test_a_port_on_a_later_local_ranks_kv_range_is_an_overlap():
+    inv = seed(vllm_prefill_dp_size_local=2, vllm_prefill_tp_size=8, vllm_decode_tp_size=8,
+               vllm_prefill_lookup_rpc_port="dp_rank", yuanrong_worker_port=30015)
+    errors = V.validate(inv)[0]
+    assert errors == ["p0: Mooncake kv ports of dp rank 1 (vllm_prefill_kv_port + rank x tp) [30008-30015] overlaps "
+                      "yuanrong worker port (yuanrong_worker_port) [30015-30015]: move one of them"], errors
+
+
+def test_a_later_local_ranks_api_port_is_checked_for_overlaps():
+    # two instances per node listen on vllm_api_port and vllm_api_port + 1: the second one on the DP RPC port
+    inv = seed(vllm_prefill_dp_size_local=2, vllm_prefill_tp_size=8, vllm_decode_tp_size=8,
+               vllm_prefill_lookup_rpc_port="dp_rank", vllm_api_port=10520)
+    errors = V.validate(inv)[0]
+    assert "p0: vllm API port of dp rank 1 (vllm_api_port) [10521-10521] is the same port as DP RPC port " \
+           "(vllm_dp_rpc_port) [10521-10521]: move one of them" in errors, errors
