@@ -67,12 +67,20 @@ def _unset(h):
     return set(unset) if isinstance(unset, list) else set()
 
 
-@reads("vllm_env_common", "vllm_<side>_env", "vllm_env_extra", "vllm_env_unset")
-def check_hash_seed(h, ctx):
+def _side_env(h, ctx):
+    """(side, merged environment, unset names) of an engine host with an environment layer to judge, else None."""
     side = ctx.side_of.get(h.name)
     if side is None or not any(isinstance(env, dict) for _unused, env in _layers(h, side)):
+        return None
+    return side, merged_env(h.hv, side, h.specs), _unset(h)
+
+
+@reads("vllm_env_common", "vllm_<side>_env", "vllm_env_extra", "vllm_env_unset")
+def check_hash_seed(h, ctx):
+    found = _side_env(h, ctx)
+    if found is None:
         return
-    env, unset = merged_env(h.hv, side, h.specs), _unset(h)
+    side, env, unset = found
     layers = "vllm_env_common + vllm_%s_env + vllm_env_extra" % side
     seed = env.get("PYTHONHASHSEED")
     if "PYTHONHASHSEED" in unset:
@@ -91,10 +99,10 @@ def check_hash_seed(h, ctx):
 @reads("vllm_env_common", "vllm_<side>_env", "vllm_env_extra", "vllm_env_unset", "vllm_kv_pool_backend",
        choices={"vllm_kv_pool_backend": ("yuanrong",)})
 def check_derived_env(h, ctx):
-    side = ctx.side_of.get(h.name)
-    if side is None or not any(isinstance(env, dict) for _unused, env in _layers(h, side)):
+    found = _side_env(h, ctx)
+    if found is None:
         return
-    env, unset = merged_env(h.hv, side, h.specs), _unset(h)
+    side, env, unset = found
     layers = "vllm_env_common + vllm_%s_env + vllm_env_extra" % side
     for key, (ref, what) in sorted(DERIVED_ENV.items()):
         if key == "DS_WORKER_ADDR" and h.get("vllm_kv_pool_backend") != "yuanrong":
@@ -118,10 +126,10 @@ def check_derived_env(h, ctx):
 
 @reads("vllm_env_common", "vllm_<side>_env", "vllm_env_extra", "vllm_env_unset")
 def check_abort_timeout(h, ctx):
-    side = ctx.side_of.get(h.name)
-    if side is None or not any(isinstance(env, dict) for _unused, env in _layers(h, side)):
+    found = _side_env(h, ctx)
+    if found is None:
         return
-    env, unset = merged_env(h.hv, side, h.specs), _unset(h)
+    _side, env, unset = found
     nixl, mooncake = "VLLM_NIXL_ABORT_REQUEST_TIMEOUT", "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"
     if nixl in env and nixl not in unset and (mooncake not in env or mooncake in unset):
         # vllm-ascend v0.18.0's Mooncake connector frees a finished request's KV blocks on the prefill side after
