@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import http.server
-import threading
 
 import pytest
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils import _engine_wait as W
+from helpers import loopback_server
 
 SIGS = [
     {"pattern": "Address already in use", "advice": "port"},
@@ -148,11 +148,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server():
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield "http://127.0.0.1:%d" % srv.server_address[1]
-    srv.shutdown()
+    yield from loopback_server(Handler)
 
 
 def test_probe_asks_the_url_with_its_timeout(monkeypatch):

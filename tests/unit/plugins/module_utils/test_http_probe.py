@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import http.server
-import threading
 import time
 
 import pytest
 
 from ansible_collections.ascend.vllm_pd.plugins.module_utils import _http_probe as P
+from helpers import loopback_server
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -28,11 +28,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def base():
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield "http://127.0.0.1:%d" % srv.server_address[1]
-    srv.shutdown()
+    yield from loopback_server(Handler)
 
 
 def test_statuses_in_the_order_given(base):
