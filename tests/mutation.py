@@ -196,11 +196,11 @@ def main() -> int:
         print(run.stdout[-4000:], run.stderr[-4000:], sep="\n", file=sys.stderr)
         print("mutation: mutmut run failed (exit %d)" % run.returncode, file=sys.stderr)
         return 2
-    found = results()
-    if names:
-        found = {n: v for n, v in found.items() if n in set(names)}
+    made = results()
+    chosen = set(names)
+    found = {n: v for n, v in made.items() if n in chosen} if names else made
     listed = equivalents()
-    stale = [n for n in listed if n not in results()] if not names else []
+    stale = [n for n in listed if n not in made] if not names else []
     table, survivors = score(found, listed)
     total = report(table, survivors, args.survivors, stale)
     if total < args.goal or stale:
