@@ -13,7 +13,7 @@ a mutant are the plain pytest suites of tests/unit (the fast ones, no Ansible ru
 mutmut names a mutant after the module it imports it as, so the work tree lays the sources out as the tests
 import them: the collection at ansible_collections/ascend/vllm_pd (the tests' own conftest adds it to the path),
 the proxy package and the supervisor helper at the top (A3_MUTATION_ROOT tells their tests to import them from
-there). The work tree is .cache/mutation; mutmut keeps its results there and re-tests only what changed.
+there). The work tree is .cache/mutation (or A3_MUTATION_WORK); mutmut keeps its results there and re-tests only what changed.
 
 A mutant that no test can tell from the original (it changes nothing observable) is listed in
 tests/mutants-equivalent.txt, one per line: the mutant's name, then '#' and the reason. Listed mutants count
@@ -22,6 +22,7 @@ neither as killed nor as survived. A listed name that mutmut no longer makes is 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import random
@@ -32,7 +33,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WORK = ROOT / ".cache" / "mutation"
+# A3_MUTATION_WORK moves the work tree (two runs at once each need their own)
+WORK = Path(os.environ.get("A3_MUTATION_WORK") or ROOT / ".cache" / "mutation").resolve()
 COLLECTION = Path("ansible_collections/ascend/vllm_pd")
 EQUIVALENT = ROOT / "tests" / "mutants-equivalent.txt"
 GOAL = 90.0
@@ -44,7 +46,7 @@ SOURCES = (
     (Path("a3_supervise.py"), "roles/supervise/files/a3_supervise.py"),
     (Path("a3proxy"), "roles/proxy/files/a3proxy"),
 )
-TESTS = COLLECTION / "tests" / "unit"
+TESTS = [COLLECTION / "tests" / "unit"]
 # mutmut's verdicts (mutmut.stats.status_by_exit_code): what counts as caught.
 KILLED = {"killed", "timeout", "caught by type check", "segfault"}
 
@@ -81,12 +83,23 @@ def sync_tree() -> None:
         path.write_text(config())
 
 
+def prune() -> None:
+    """mutmut keeps its copy of a source file (and its records) after the file is gone from the checkout: drop
+    them, or a deleted module's mutants would still count."""
+    made = WORK / "mutants"
+    for meta in list(made.rglob("*.py.meta")) if made.is_dir() else []:
+        relative = meta.relative_to(made).with_suffix("")
+        if not (WORK / relative).exists():
+            for stale in (meta, meta.with_suffix(""), meta.with_suffix(".spans")):
+                stale.unlink(missing_ok=True)
+
+
 def config() -> str:
     sources = "\n    ".join(str(top) for top, _origin in SOURCES)
     return ("[mutmut]\n"
             "source_paths=\n    %s\n" % sources
             + "also_copy=\n    %s\n" % COLLECTION
-            + "pytest_add_cli_args_test_selection=\n    %s\n" % TESTS
+            + "pytest_add_cli_args_test_selection=\n    %s\n" % "\n    ".join(str(t) for t in TESTS)
             + "pytest_add_cli_args=\n    -p\n    no:cacheprovider\n    -q\n    -x\n"
             + "do_not_mutate=\n    *__init__.py\n")
 
@@ -178,11 +191,30 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=int(os.environ.get("A3_MUTATION_SEED", "35")))
     parser.add_argument("--module", action="append", default=[], help="only mutants of modules whose path has this")
     parser.add_argument("--survivors", action="store_true", help="print each surviving mutant's diff")
+    parser.add_argument("--fresh", action="store_true",
+                        help="start from no records: mutmut re-collects which tests run which function only for "
+                             "tests it has not seen, so a test that changed how it imports needs this")
     parser.add_argument("--goal", type=float, default=GOAL, help="the total score below which the run fails")
+    parser.add_argument("--tests", action="append", default=[],
+                        help="judge with only these tests (paths under tests/unit; a quicker check while writing "
+                             "tests, with its own A3_MUTATION_WORK: the score counts only with the whole suite)")
     args = parser.parse_args()
+    if args.tests:
+        TESTS[:] = [COLLECTION / t for t in args.tests]
 
+    WORK.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(str(WORK) + ".lock", "w", encoding="utf-8")  # pylint: disable=consider-using-with
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print("mutation: another run is using %s; give this one its own work tree with A3_MUTATION_WORK=DIR" % WORK,
+              file=sys.stderr)
+        return 2
+    if args.fresh and WORK.is_dir():
+        shutil.rmtree(WORK)
     WORK.mkdir(parents=True, exist_ok=True)
     sync_tree()
+    prune()
     names = []
     if args.sample or args.module:
         generate()
