@@ -134,7 +134,7 @@ def hccn_peer_map(node_results, mode="same_index", self_node=None):
         raise AnsibleFilterError("hccn_peer_map: mode must be one of %s, got %r" % (", ".join(PEER_MODES), mode))
     try:
         peers = peer_map(_results(node_results, "hccn_peer_map"), mode=mode, self_node=self_node)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("hccn_peer_map: cannot read the nodes' vNIC IPs (%s: %s); give each node's "
                                  "registered hccn_check result or a {device: ip} map" % (type(exc).__name__, exc))
     return dict((int(device), list(ips)) for device, ips in peers.items())
@@ -146,7 +146,7 @@ def hccn_compare_tls(per_node, scope="all", tool="hccn_tool"):
         raise AnsibleFilterError("hccn_compare_tls: scope must be one of %s, got %r" % (", ".join(TLS_SCOPES), scope))
     try:
         failures = compare_tls(_results(per_node, "hccn_compare_tls"), scope=scope, tool=tool)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("hccn_compare_tls: cannot read the nodes' TLS switches (%s: %s); give each "
                                  "node's registered hccn_check result or a {device: switch} map"
                                  % (type(exc).__name__, exc))
