@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import ABSENT, reads
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import ABSENT, SECRET, reads
 
 _BCRYPT_RE = re.compile(r"^\$2[aby]\$\d{2}\$[./A-Za-z0-9]{53}$")
 
@@ -19,7 +19,7 @@ def check_web_users(h, ctx):
     if users is ABSENT or users in (None, {}):
         return
     if not isinstance(users, dict):
-        h.error("monitoring_prometheus_web_users", "(not shown)", "set a mapping {user: bcrypt hash}")
+        h.error("monitoring_prometheus_web_users", SECRET, "set a mapping {user: bcrypt hash}")
         return
     bad = sorted(str(u) for u, hashed in users.items() if not (isinstance(hashed, str) and _BCRYPT_RE.match(hashed)))
     if bad:

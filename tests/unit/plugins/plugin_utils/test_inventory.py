@@ -83,3 +83,11 @@ def test_the_keys_are_the_declared_options_but_the_fact_and_what_derives_from_it
     assert set(keys) == set(specs) - from_fact()
     assert {"a3", "a3_self", "yuanrong_worker_address", "proxy_admin_url"} <= from_fact()
     assert "a3" not in keys and "vllm_api_port" in keys and keys[0] in specs
+
+
+def test_the_keys_given_are_the_keys_read_and_lists_stay_lists():
+    hv = hosts_alone()
+    hv["d0"]["vllm_env_unset"] = ("A", ["B", 2])
+    inv = I.from_hostvars(hv, GROUPS, {"vllm_env_unset": ["C"]}, keys=("vllm_env_unset", "a3_nic_name"))
+    assert inv["hosts"]["d0"] == {"vllm_env_unset": ["A", ["B", 2]], "a3_nic_name": "bond0"}
+    assert inv["hosts"]["p0"] == {"vllm_env_unset": ["C"], "a3_nic_name": "bond0"}
