@@ -220,5 +220,5 @@ def prefill_restarts(prefill_hosts, hostvars, topo_hosts, play_hosts, play_hosts
 def start_log_offset(outputs, fallback) -> int:
     """Where the health wait reads the engines' log from after the handlers started them: the size the start
     printed first ("log offset N", in the first of the outputs that has one), else fallback (the role's read)."""
-    found = _OFFSET_RE.findall("".join(str(out or "") for out in outputs))
+    found = _OFFSET_RE.findall("\n".join(str(out or "") for out in outputs))
     return int(found[0]) if found else jinja_int(fallback)

@@ -44,3 +44,17 @@ def test_bad_input_type_is_named():
 
 def test_registered_under_its_name():
     assert FilterModule().filters() == {"json_line": json_line}
+
+
+def test_the_bad_input_message_whole():
+    with pytest.raises(AnsibleFilterError) as err:
+        json_line({"stdout": "x"})
+    assert err.value.message == "json_line: the input must be a command's stdout_lines, got dict"
+
+
+def test_the_not_json_message_names_the_last_object_line_cut_at_200_characters():
+    last = "{" + "x" * 249
+    with pytest.raises(AnsibleFilterError) as err:
+        json_line(['{"a": 1}', '{"b": 2}', "  " + last + "  ", "tail"])
+    assert err.value.message == ("json_line: the last '{' line is not JSON (Expecting property name enclosed in double "
+                                 "quotes: line 1 column 2 (char 1)): " + "{" + "x" * 199)

@@ -89,3 +89,23 @@ def test_bad_lines_are_refused():
 
 def test_the_filters_are_registered():
     assert set(FilterModule().filters()) == {'unit_state_command', 'unit_states'}
+
+
+@pytest.mark.parametrize('bad,shown', [(None, 'None'), ([''], "['']"), (['ok', 5], "['ok', 5]")])
+def test_the_bad_unit_list_message_whole(bad, shown):
+    with pytest.raises(AnsibleFilterError) as err:
+        unit_state_command(bad)
+    assert err.value.message == 'unit_state_command: the input must be a list of unit names, got %s' % shown
+
+
+def test_bad_units_of_the_parser_are_named_with_the_parser():
+    with pytest.raises(AnsibleFilterError) as err:
+        unit_states([], units=['engine.service', ''])
+    assert err.value.message == "unit_states: the input must be a list of unit names, got ['engine.service', '']"
+
+
+@pytest.mark.parametrize('bad,name', [(5, 'int'), ({'stdout': ''}, 'dict'), (None, 'NoneType')])
+def test_the_bad_lines_message_names_the_type(bad, name):
+    with pytest.raises(AnsibleFilterError) as err:
+        unit_states(bad)
+    assert err.value.message == "unit_states: the input must be the read's stdout_lines, got %s" % name
