@@ -293,14 +293,16 @@ def test_an_exit_a_peer_caused_is_forgiven_and_not_counted(tmp_path, monkeypatch
     sigfile = tmp_path / "sigs.json"
     sigfile.write_text(json.dumps([{"pattern": "DP group member rank [0-9]+ disconnected", "peer": True,
                                     "advice": "a rank of this DP group died"}] + SIGS))
-    calls = []
+    calls, slept = [], []
     monkeypatch.setattr(sup.subprocess, "run", lambda argv, **kw: calls.append(argv))
+    monkeypatch.setattr(sup.time, "sleep", slept.append)       # the back-off of 3 crashes: 4 s, not waited here
     monkeypatch.setenv("SERVICE_RESULT", "success")
     monkeypatch.setenv("EXIT_CODE", "exited")
     monkeypatch.setenv("EXIT_STATUS", "0")
     for _unused in range(3):
         sup.append_record(record, crash(__import__("time").time() - 30))
     assert sup.main(["backoff", "--record", record, "--log", str(log)]) == 0
+    assert slept == [4.0]
     log.write_text("ERROR [core.py:1044] DP group member rank 1 disconnected; the DP group is broken\n")
     sup.main(["record", "--unit", "u.service", "--record", record, "--log", str(log), "--signatures", str(sigfile),
               "--restarts", "5", "--window-min", "10"])
@@ -369,7 +371,9 @@ def test_a_stop_during_the_back_off_is_no_crash(tmp_path, capsys, monkeypatch):
 
 def test_record_file_is_bounded(tmp_path):
     record = str(tmp_path / "r.jsonl")
-    for i in range(sup.RECORD_KEEP + 20):
+    with open(record, "w") as fh:       # a record past its bound (written before the bound was lowered, say)
+        fh.writelines(json.dumps(crash(i)) + "\n" for i in range(sup.RECORD_KEEP + 15))
+    for i in range(sup.RECORD_KEEP + 15, sup.RECORD_KEEP + 20):
         sup.append_record(record, crash(i))
     events = sup.read_record(record)
     assert len(events) == sup.RECORD_KEEP and events[-1]["t"] == sup.RECORD_KEEP + 19
@@ -486,7 +490,7 @@ class _EmptyAnswers:
             def log_message(self, *args):
                 pass
         self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        threading.Thread(target=self.srv.serve_forever, args=(0.05,), daemon=True).start()
         self.base = "http://127.0.0.1:%d" % self.srv.server_address[1]
 
 
