@@ -17,7 +17,7 @@ def content_length(headers):
     if len(lengths) != 1:
         raise ValueError("more than one Content-Length")
     text = lengths.pop().decode("latin-1")
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # "²" is a digit to isdigit(), not to int()
         raise ValueError("a malformed Content-Length")
     return int(text)
 
