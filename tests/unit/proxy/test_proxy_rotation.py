@@ -128,3 +128,68 @@ def test_ledger_never_releases_more_than_was_booked():
     assert ledger.release("prefill", "tokens", 1.0) == (None, 0.0)
     with pytest.raises(ValueError):
         ledger.release("decode", "both", 1.0)
+
+
+# ----------------------------------------------------------------------------- every text and edge, exactly
+
+def test_parse_backend_list_texts():
+    with pytest.raises(ValueError) as err:
+        r.parse_backend_list(b"[]", ["h1:1"])
+    assert str(err.value) == ('the body must be a JSON object {"backends": ["host:port", ...]} with at least one '
+                              'backend')
+    with pytest.raises(ValueError) as err:
+        r.parse_backend_list(b'{"backends": ["x:9"]}', ["h2:2", "h1:1", "h1:1"])
+    assert str(err.value) == "unknown backend x:9: the proxy has h1:1, h2:2"
+    with pytest.raises(ValueError) as err:
+        r.parse_backend_list(b'{"backends": ["x:9"]}', [])
+    assert str(err.value) == "unknown backend x:9: the proxy has none"
+    with pytest.raises(ValueError):
+        r.parse_backend_list(b'{"backends": [""]}', [""])
+
+
+def test_choose_undrained_counts_the_tokens_and_none_as_zero():
+    servers = [server("a", 1, tokens=50.0), server("b", 2, tokens=0.0)]
+    assert r.choose_undrained(servers, set(), [], "decode") == 1
+    servers = [server("a", 1, tokens=None), server("b", 2, tokens=0.5)]
+    assert r.choose_undrained(servers, set(), [], "decode") == 0
+
+
+def test_choose_undrained_adds_three_tenths_of_the_kv_to_the_tokens_of_a_prefill():
+    servers = [server("a", 1, tokens=100.0), server("b", 2, tokens=0.0, kv=10.0)]
+    assert r.choose_undrained(servers, set(), [], "prefill") == 1   # 100 against 3
+    servers = [server("a", 1, tokens=0.0, kv=100.0), server("b", 2, tokens=50.0)]
+    assert r.choose_undrained(servers, set(), [], "prefill") == 0   # 30 against 50
+    servers = [server("a", 1, tokens=0.0, kv=None), server("b", 2, tokens=0.1, kv=0.5)]
+    assert r.choose_undrained(servers, set(), [], "prefill") == 0   # 0 against 0.25
+
+
+def test_choose_undrained_skips_a_tainted_server_by_identity():
+    servers = [server("a", 1), server("a", 1, tokens=5.0)]
+    assert r.choose_undrained(servers, set(), [server("a", 1)], "decode") == 0
+    assert r.choose_undrained(servers, set(), [servers[0]], "decode") == 1
+
+
+def test_outstanding_load_adds_tokens_and_kv_of_a_prefill():
+    assert r.outstanding_load(server("p", 1, tokens=10.0, kv=5.0), "prefill") == 15.0
+    assert r.outstanding_load(server("p", 1, tokens=None, kv=None), "prefill") == 0.0
+    assert r.outstanding_load(server("p", 1, tokens=None, kv=7.0), "decode") == 0.0
+
+
+def test_ledger_releases_and_settles_what_is_below_one():
+    d = server("d", 1)
+    ledger = r.LoadLedger()
+    ledger.book("decode", d, 0.5)
+    assert ledger.release("decode", "tokens", 2) == (d, 0.5)
+    ledger.book("prefill", d, 0.5, 0.25)
+    assert ledger.settle() == [("prefill", d, 0.5, 0.25)]
+    ledger.book("prefill", d, 0.0, 0.25)
+    assert ledger.settle() == [("prefill", d, 0.0, 0.25)]
+
+
+def test_ledger_book_returns_its_entry_and_refuses_an_unknown_kind():
+    d = server("d", 1)
+    ledger = r.LoadLedger()
+    assert ledger.book("decode", d, 3) == {"role": "decode", "server": d, "tokens": 3.0, "kv": 0.0}
+    with pytest.raises(ValueError) as err:
+        ledger.release("decode", "both", 1.0)
+    assert str(err.value) == "kind must be one of ('tokens', 'kv'), got 'both'"

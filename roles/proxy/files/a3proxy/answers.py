@@ -23,7 +23,11 @@ CLIENT_ERRORS = {
     503: ("ServiceUnavailableError", 503),
     504: ("GatewayTimeoutError", 504),
 }
-ERROR_TYPES = {status: etype for status, (etype, code) in CLIENT_ERRORS.items() if isinstance(code, int)}
+
+
+def json_bytes(obj):
+    """obj as the JSON bytes of an answer (UTF-8, non-ASCII text as it is)."""
+    return json.dumps(obj, ensure_ascii=False).encode()
 
 
 def error_body(message, etype, code):
@@ -57,7 +61,7 @@ PASS = Verdict(True)
 
 def snippet(body, limit=300):
     if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
+        body = body.decode(errors="replace")
     body = " ".join(str(body).split())
     return body if len(body) <= limit else body[:limit] + "..."
 
@@ -127,7 +131,7 @@ def backend_error_answer(status, body):
         detail = error_text(data) if is_json_error(body) else snippet(body, 200)
         message = "the backends refused the proxy's key (HTTP %d%s): the engines' key (vllm_api_key) is not theirs" % (
             status, (": " + detail) if detail else "")
-        return 502, json.dumps(client_error(502, message)).encode("utf-8")
+        return 502, json.dumps(client_error(502, message)).encode()
     if isinstance(data, dict) and isinstance(data.get("error"), dict) and data["error"].get("message"):
         return status, body
     if isinstance(data, dict) and is_json_error(body):
@@ -135,12 +139,11 @@ def backend_error_answer(status, body):
         code, param = data.get("code", status), data.get("param")
     else:
         message, etype, code, param = snippet(body, 1000) or "HTTP %d" % status, "BadRequestError", status, None
-    return status, json.dumps({"error": {"message": message, "type": etype, "param": param, "code": code}},
-                              ensure_ascii=False).encode("utf-8")
+    return status, json_bytes({"error": {"message": message, "type": etype, "param": param, "code": code}})
 
 
 def sse_event(obj):
-    return b"data: " + json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n\n"
+    return b"data: " + json_bytes(obj) + b"\n\n"
 
 
 def sse_error_tail(message, previous=b"", status=502):
@@ -179,7 +182,7 @@ async def send_bytes(send, status, body, content_type, headers=()):
 
 
 async def send_json(send, status, obj, headers=()):
-    await send_bytes(send, status, json.dumps(obj, ensure_ascii=False).encode("utf-8"), b"application/json", headers)
+    await send_bytes(send, status, json_bytes(obj), b"application/json", headers)
 
 
 # ---------------------------------------------------------------------------- internal addresses
@@ -203,8 +206,8 @@ def scrub_addresses(text, hosts=()):
 
 def scrub_body(body, hosts=()):
     """scrub_addresses on the bytes of an answer (JSON stays JSON: HIDDEN has no quote and no backslash)."""
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
-    return scrub_addresses(text, hosts).encode("utf-8")
+    text = body.decode(errors="replace") if isinstance(body, bytes) else str(body)
+    return scrub_addresses(text, hosts).encode()
 
 
 # ---------------------------------------------------------------------------- what is forwarded
@@ -219,4 +222,4 @@ def forwardable_request(body):
     if "kv_transfer_params" not in request:
         return request, body, False
     del request["kv_transfer_params"]
-    return request, json.dumps(request, ensure_ascii=False).encode("utf-8"), True
+    return request, json_bytes(request), True

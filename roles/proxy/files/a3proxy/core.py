@@ -31,7 +31,7 @@ from .answers import (DoneTracker, backend_error_answer, classify_answer, client
                       sse_error_tail)
 from .engine import (BackendAnswer, RequestState, Upstream, current_request, exc_text, find_exception, forward_scope,
                      install_hooks, status_error_answer)
-from .etcd import check_etcd_options, ds_range_request, ds_worker_states, etcd_ssl_context
+from .etcd import ds_range_request, ds_worker_states, etcd_ssl_context
 from .health import (BackendHealth, backend_key, culprit, health_decision, public_health, public_unavailable,
                      retried_mid_stream, usable)
 from .limits import Admission
@@ -72,9 +72,7 @@ class HonestProxy(object):
         self._release = {}  # (role, kind) -> the upstream's release method
         self.retry_after = [(b"retry-after", str(options.a3_retry_after).encode())]
         self.ds_workers = None  # {worker: 1/0} of the last good read of etcd, None before the first one
-        self.etcd = getattr(options, "a3_etcd_endpoint", None) or check_etcd_options(
-            options.a3_etcd, getattr(options, "a3_etcd_ca", None), getattr(options, "a3_etcd_cert", None),
-            getattr(options, "a3_etcd_key", None))
+        self.etcd = options.a3_etcd_endpoint  # --a3-etcd as cli.split_argv checked it, None without it
         self.etcd_ok = None if not self.etcd else False
         now = time.time()
         self.started = now
@@ -197,9 +195,9 @@ class HonestProxy(object):
             self.count("a3_proxy_load_released_total")
             if tokens > 0:
                 self._apply_release(role, "tokens", server, tokens)
-            if kv > 0:
+            if kv > 0:  # only a prefill holds KV for a request
                 self._apply_release(role, "kv", server, kv)
-                index = index_of(state.prefillers, server) if role == "prefill" else None
+                index = index_of(state.prefillers, server)
                 if aborted and index is not None:
                     for rid in sorted(request.request_ids.get(str(server), ())):
                         state.abort_prefiller_request(index, rid)
@@ -426,13 +424,10 @@ class HonestProxy(object):
 
     async def instances(self, scope, body, receive, send):
         """The upstream's own /instances/add and /instances/remove (admin listener only)."""
-        given = []
+        first = iter([{"type": "http.request", "body": body, "more_body": False}])
 
         async def replay():
-            if not given:
-                given.append(True)
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            return next(first, None) or await receive()
 
         await self.up.app(forward_scope(scope, body), replay, send)
 
@@ -447,7 +442,7 @@ class HonestProxy(object):
         """GET /v1/models, asked of a healthy backend in rotation (decode first), with the backend key."""
         endpoint = "/v1/models"
         usable_snaps = sorted((s for s in self.snapshots() if usable(s)),
-                              key=lambda s: (0 if s["role"] == "decode" else 1, s["inflight_requests"], s["backend"]))
+                              key=lambda s: (s["role"] != "decode", s["inflight_requests"], s["backend"]))
         if not usable_snaps:
             self.count("a3_proxy_no_backend_total")
             return await self.error(send, endpoint, 503, "no healthy backend in rotation to list the models; retry "
@@ -482,7 +477,7 @@ class HonestProxy(object):
         if dropped:
             self.count("a3_proxy_kv_transfer_params_dropped_total")
             log.info("%s: the client's kv_transfer_params were dropped (the proxy engine sets its own)", endpoint)
-        stream = bool(request.get("stream", False))
+        stream = bool(request.get("stream"))
         state = RequestState()
         state.activate()  # the upstream's tasks (made from here on) see this request's state
         upstream = Upstream(self.up.app, scope, body, receive)
@@ -508,7 +503,7 @@ class HonestProxy(object):
                 if kind == "msg" and item["type"] == "http.response.start":
                     start = item
                 elif kind == "msg" and item["type"] == "http.response.body":
-                    data = item.get("body", b"")
+                    data = item.get("body")
                     if data:
                         chunks.append(data)
                         first_byte = start is not None and 200 <= start["status"] < 300 and bool(data.strip())
@@ -537,8 +532,8 @@ class HonestProxy(object):
                     kind, item = await upstream.get(idle)
                     if kind == "msg" and item["type"] == "http.response.body":
                         chunks.append(item.get("body", b""))
-                    elif kind in ("exc", "end"):
-                        failure, finished = (item if kind == "exc" else None), True
+                    elif kind in ("exc", "end"):  # the body is judged whole: an exception after it adds nothing
+                        finished = True
             except asyncio.TimeoutError:
                 self.count("a3_proxy_idle_timeouts_total")
                 who, role = self.suspect(state.trace, "the answer stalled for %gs after its first byte" % idle)
@@ -550,22 +545,22 @@ class HonestProxy(object):
             if upstream.client_gone:
                 self.count_request(endpoint, 499)
                 return None
-            return await self._answer_complete(state, send, endpoint, start, b"".join(chunks), failure)
+            return await self._answer_complete(state, send, endpoint, start, b"".join(chunks), None)
         return await self._answer_stream(upstream, state, send, endpoint, start, chunks)
 
     async def _answer_failed(self, state, send, endpoint, start, body, failure):
         """The upstream finished without a usable first byte: pass a backend's 4xx on, else 502."""
-        answer = find_exception(failure, BackendAnswer) if failure is not None else None
+        answer = find_exception(failure, BackendAnswer)
         if answer is not None:
             status, body = backend_error_answer(answer.status, answer.body)
             self.count("a3_proxy_backend_client_errors_total")
             self.count_request(endpoint, status)
             if status != answer.status:
                 log.error("%s: backend %s refused the proxy's key (HTTP %d): %s; check vllm_api_key", endpoint,
-                          answer.backend, answer.status, snippet(answer.body, 300))
+                          answer.backend, answer.status, snippet(answer.body))
             else:
                 log.warning("%s: backend %s answered HTTP %d (passed on to the client, not retried): %s", endpoint,
-                            answer.backend, answer.status, snippet(answer.body, 300))
+                            answer.backend, answer.status, snippet(answer.body))
             return await send_bytes(send, status, scrub_body(body, self.hosts()), b"application/json")
         if failure is not None:
             carried = status_error_answer(failure)
@@ -583,7 +578,7 @@ class HonestProxy(object):
             headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in hidden]
             ctype = dict((k.lower(), v) for k, v in start.get("headers", [])).get(b"content-type",
                                                                                   b"application/json")
-            if not 200 <= status < 300:  # an error of the upstream app itself: no address in it
+            if status >= 400:  # the upstream app's own 4xx error (what passes is a 2xx or that): no address in it
                 body = scrub_body(body, self.hosts())
             return await send_bytes(send, status, body, ctype, headers)
         self.count({"empty_200": "a3_proxy_empty_200_blocked_total",
@@ -614,7 +609,7 @@ class HonestProxy(object):
                 stalled = True
                 break
             if kind == "msg" and item["type"] == "http.response.body":
-                data = item.get("body", b"")
+                data = item.get("body")
                 if data and retried_mid_stream([self._role_of(e["backend"]) for e in state.trace[since:]]):
                     retried = True  # what follows repeats the start of the answer: stop here
                     break

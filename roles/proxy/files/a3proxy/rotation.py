@@ -12,9 +12,6 @@ server object and what it released; what is left when the request ends is releas
 
 from .health import backend_key
 
-# Below this the upstream's outstanding load of a backend counts as idle (its scores are sums and
-# differences of floats of 10 and more: what is left when every request was released is rounding).
-IDLE_LOAD = 1.0
 KINDS = ("tokens", "kv")
 
 
@@ -57,10 +54,10 @@ def choose_undrained(servers, drained, tainted, role):
 
 def outstanding_load(server, role):
     """The work the upstream still counts on a server (ServerState): its active tokens, and for a prefill
-    the KV cache decode has not pulled yet. Below IDLE_LOAD the server is idle."""
-    load = float(getattr(server, "active_tokens", 0) or 0)
+    the KV cache decode has not pulled yet."""
+    load = float(server.active_tokens or 0)
     if role == "prefill":
-        load += float(getattr(server, "active_kv_cache", 0) or 0)
+        load += float(server.active_kv_cache or 0)
     return load
 
 

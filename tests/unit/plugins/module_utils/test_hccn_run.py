@@ -195,7 +195,7 @@ def test_options_tool_timeout_and_checks():
     script = Script(MIXED)
     report = run_checks([0], script, None, 2, dict(FAST, tool='/opt/t', timeout=3, checks=['tls', 'vnic']))
     assert list(script.calls) == [(['/opt/t', '-i', '0', '-vnic', '-g'], 3),
-                                                       (['/opt/t', '-i', '0', '-tls', '-g'], 3)]
+                                  (['/opt/t', '-i', '0', '-tls', '-g'], 3)]
     assert list(report['devices'][0]) == ['device', 'vnic', 'tls']
     assert report['summary']['by_check'] == {'tls': {'ok': 1}, 'vnic': {'ok': 1}}
     assert report['summary']['peers'] == 0
