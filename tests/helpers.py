@@ -25,3 +25,21 @@ def loopback_server(handler):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield "http://127.0.0.1:%d" % srv.server_address[1]
     srv.shutdown()
+
+
+class FreshFilters(object):
+    """A filter plugin's FilterModule().filters() asked afresh at each use, as Ansible's loader asks it in each run.
+    A mapping built once when a test module is imported would be built before mutation testing switches a mutant of
+    filters() on, so no test could see a filter registered under a wrong name."""
+
+    def __init__(self, filter_module):
+        self._filter_module = filter_module
+
+    def __getitem__(self, name):
+        return self._filter_module().filters()[name]
+
+    def __iter__(self):
+        return iter(self._filter_module().filters())
+
+    def __len__(self):
+        return len(self._filter_module().filters())

@@ -11,11 +11,13 @@ pytest.importorskip('ansible.errors')
 from ansible.errors import AnsibleFilterError  # noqa: E402
 
 from ansible_collections.ascend.vllm_pd.plugins.filter.monitoring import FilterModule  # noqa: E402
+from helpers import FreshFilters  # noqa: E402
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _topology as T  # noqa: E402
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults  # noqa: E402
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import from_hostvars  # noqa: E402
 
-FILTERS = FilterModule().filters()
+
+FILTERS = FreshFilters(FilterModule)
 IPS = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}
 
 

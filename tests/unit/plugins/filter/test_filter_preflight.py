@@ -11,10 +11,12 @@ pytest.importorskip('ansible.errors')
 from ansible.errors import AnsibleFilterError  # noqa: E402
 
 from ansible_collections.ascend.vllm_pd.plugins.filter.preflight import FilterModule  # noqa: E402
+from helpers import FreshFilters  # noqa: E402
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _host as H  # noqa: E402
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._preflight import SETTINGS  # noqa: E402
 
-FILTERS = FilterModule().filters()
+
+FILTERS = FreshFilters(FilterModule)
 
 
 @pytest.mark.parametrize("name,function", [

@@ -8,9 +8,11 @@ import pytest
 pytest.importorskip('ansible.errors')
 
 from ansible_collections.ascend.vllm_pd.plugins.filter.render import FilterModule  # noqa: E402
+from helpers import FreshFilters  # noqa: E402
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _render as R  # noqa: E402
 
-FILTERS = FilterModule().filters()
+
+FILTERS = FreshFilters(FilterModule)
 
 
 @pytest.mark.parametrize("name,function", [

@@ -10,8 +10,10 @@ pytest.importorskip('ansible.errors')
 from ansible.errors import AnsibleFilterError  # noqa: E402
 
 from ansible_collections.ascend.vllm_pd.plugins.filter.sizes import FilterModule  # noqa: E402
+from helpers import FreshFilters  # noqa: E402
 
-FILTERS = FilterModule().filters()
+
+FILTERS = FreshFilters(FilterModule)
 
 
 def test_the_filters_are_registered_under_their_names():
