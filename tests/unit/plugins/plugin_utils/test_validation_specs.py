@@ -148,7 +148,8 @@ def test_a_declaration_gives_the_check(name, value, message):
 
 @pytest.mark.parametrize("name,value", [("vllm_health_timeout", "240"), ("etcd_remove_data", "True"),
                                         ("preflight_hccn_checks", ["vnic", "tls"]), ("vllm_decode_engine_id", None),
-                                        ("etcd_data_dir", "{{ x }}"), ("proxy_probe_interval", 0.5)])
+                                        ("etcd_data_dir", "{{ x }}"), ("proxy_probe_interval", 0.5),
+                                        ("etcd_data_dir", "/X"), ("etcd_data_dir", "/x/")])
 def test_values_the_declaration_accepts(name, value):
     h = _host(**{name: value})
     spec_rules.check_option(h, SPECS[name])
