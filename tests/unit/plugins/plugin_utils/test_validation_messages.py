@@ -8,6 +8,33 @@ from __future__ import annotations
 import pytest
 from test_validate_rules import S, SEED_WARNINGS, V, _args, _on, seed
 
+# The warnings of an environment that sets none of the values the seed derives per node (both sides).
+DERIVED_ENV_MISSING = [
+    'p0, p1: ASCEND_RT_VISIBLE_DEVICES (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the '
+    'seed sets it to $1 (the chips launch_online_dp.py gives each dp rank): set ASCEND_RT_VISIBLE_DEVICES: $1 '
+    'in vllm_env_common',
+    'p0, p1: GLOO_SOCKET_IFNAME (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed '
+    'sets it to $nic_name (the business NIC): set GLOO_SOCKET_IFNAME: $nic_name in vllm_env_common',
+    'p0, p1: HCCL_IF_IP (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed sets it to '
+    "$local_ip (the node's business IP): set HCCL_IF_IP: $local_ip in vllm_env_common",
+    'p0, p1: HCCL_SOCKET_IFNAME (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed '
+    'sets it to $nic_name (the business NIC): set HCCL_SOCKET_IFNAME: $nic_name in vllm_env_common',
+    'p0, p1: TP_SOCKET_IFNAME (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed sets '
+    'it to $nic_name (the business NIC): set TP_SOCKET_IFNAME: $nic_name in vllm_env_common',
+    'd0, d1: ASCEND_RT_VISIBLE_DEVICES (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the '
+    'seed sets it to $1 (the chips launch_online_dp.py gives each dp rank): set ASCEND_RT_VISIBLE_DEVICES: $1 '
+    'in vllm_env_common',
+    'd0, d1: GLOO_SOCKET_IFNAME (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets '
+    'it to $nic_name (the business NIC): set GLOO_SOCKET_IFNAME: $nic_name in vllm_env_common',
+    'd0, d1: HCCL_IF_IP (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets it to '
+    "$local_ip (the node's business IP): set HCCL_IF_IP: $local_ip in vllm_env_common",
+    'd0, d1: HCCL_SOCKET_IFNAME (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets '
+    'it to $nic_name (the business NIC): set HCCL_SOCKET_IFNAME: $nic_name in vllm_env_common',
+    'd0, d1: TP_SOCKET_IFNAME (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets '
+    'it to $nic_name (the business NIC): set TP_SOCKET_IFNAME: $nic_name in vllm_env_common',
+]
+
+
 CASES = [
     pytest.param(seed(container_registry="https://quay.io"), [
         "p0, p1, d0, d1: container_registry is 'https://quay.io': set a registry host[:port][/path] without "
@@ -368,54 +395,9 @@ CASES = [
         'd0, d1: DS_WORKER_ADDR (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the yuanrong pool '
         "backend reads this node's worker address from it and stops without it: set DS_WORKER_ADDR: "
         '$ds_worker_addr in vllm_env_common',
-    ], [
-        'p0, p1: ASCEND_RT_VISIBLE_DEVICES (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the '
-        'seed sets it to $1 (the chips launch_online_dp.py gives each dp rank): set ASCEND_RT_VISIBLE_DEVICES: $1 '
-        'in vllm_env_common',
-        'p0, p1: GLOO_SOCKET_IFNAME (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed '
-        'sets it to $nic_name (the business NIC): set GLOO_SOCKET_IFNAME: $nic_name in vllm_env_common',
-        'p0, p1: HCCL_IF_IP (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed sets it to '
-        "$local_ip (the node's business IP): set HCCL_IF_IP: $local_ip in vllm_env_common",
-        'p0, p1: HCCL_SOCKET_IFNAME (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed '
-        'sets it to $nic_name (the business NIC): set HCCL_SOCKET_IFNAME: $nic_name in vllm_env_common',
-        'p0, p1: TP_SOCKET_IFNAME (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed sets '
-        'it to $nic_name (the business NIC): set TP_SOCKET_IFNAME: $nic_name in vllm_env_common',
-        'd0, d1: ASCEND_RT_VISIBLE_DEVICES (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the '
-        'seed sets it to $1 (the chips launch_online_dp.py gives each dp rank): set ASCEND_RT_VISIBLE_DEVICES: $1 '
-        'in vllm_env_common',
-        'd0, d1: GLOO_SOCKET_IFNAME (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets '
-        'it to $nic_name (the business NIC): set GLOO_SOCKET_IFNAME: $nic_name in vllm_env_common',
-        'd0, d1: HCCL_IF_IP (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets it to '
-        "$local_ip (the node's business IP): set HCCL_IF_IP: $local_ip in vllm_env_common",
-        'd0, d1: HCCL_SOCKET_IFNAME (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets '
-        'it to $nic_name (the business NIC): set HCCL_SOCKET_IFNAME: $nic_name in vllm_env_common',
-        'd0, d1: TP_SOCKET_IFNAME (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets '
-        'it to $nic_name (the business NIC): set TP_SOCKET_IFNAME: $nic_name in vllm_env_common',
-    ], id='env_derived_missing'),
-    pytest.param(seed(vllm_env_common={"PYTHONHASHSEED": "0"}, vllm_kv_pool_backend="mooncake"), [], [
-        'p0, p1: ASCEND_RT_VISIBLE_DEVICES (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the '
-        'seed sets it to $1 (the chips launch_online_dp.py gives each dp rank): set ASCEND_RT_VISIBLE_DEVICES: $1 '
-        'in vllm_env_common',
-        'p0, p1: GLOO_SOCKET_IFNAME (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed '
-        'sets it to $nic_name (the business NIC): set GLOO_SOCKET_IFNAME: $nic_name in vllm_env_common',
-        'p0, p1: HCCL_IF_IP (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed sets it to '
-        "$local_ip (the node's business IP): set HCCL_IF_IP: $local_ip in vllm_env_common",
-        'p0, p1: HCCL_SOCKET_IFNAME (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed '
-        'sets it to $nic_name (the business NIC): set HCCL_SOCKET_IFNAME: $nic_name in vllm_env_common',
-        'p0, p1: TP_SOCKET_IFNAME (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the seed sets '
-        'it to $nic_name (the business NIC): set TP_SOCKET_IFNAME: $nic_name in vllm_env_common',
-        'd0, d1: ASCEND_RT_VISIBLE_DEVICES (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the '
-        'seed sets it to $1 (the chips launch_online_dp.py gives each dp rank): set ASCEND_RT_VISIBLE_DEVICES: $1 '
-        'in vllm_env_common',
-        'd0, d1: GLOO_SOCKET_IFNAME (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets '
-        'it to $nic_name (the business NIC): set GLOO_SOCKET_IFNAME: $nic_name in vllm_env_common',
-        'd0, d1: HCCL_IF_IP (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets it to '
-        "$local_ip (the node's business IP): set HCCL_IF_IP: $local_ip in vllm_env_common",
-        'd0, d1: HCCL_SOCKET_IFNAME (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets '
-        'it to $nic_name (the business NIC): set HCCL_SOCKET_IFNAME: $nic_name in vllm_env_common',
-        'd0, d1: TP_SOCKET_IFNAME (vllm_env_common + vllm_decode_env + vllm_env_extra) is not set: the seed sets '
-        'it to $nic_name (the business NIC): set TP_SOCKET_IFNAME: $nic_name in vllm_env_common',
-    ], id='env_derived_missing_mc'),
+    ], DERIVED_ENV_MISSING, id='env_derived_missing'),
+    pytest.param(seed(vllm_env_common={"PYTHONHASHSEED": "0"}, vllm_kv_pool_backend="mooncake"), [],
+                 DERIVED_ENV_MISSING, id='env_derived_missing_mc'),
     pytest.param(seed(vllm_prefill_serve_args={"--max-num-seqs": 8, "bad flag": 1, "port": 1,
                                                "data_parallel_size": 2}), [
         "p0, p1: vllm_prefill_serve_args is {'--max-num-seqs': 8}: the role adds the dashes itself (this becomes "
