@@ -541,6 +541,84 @@ def test_dp_group_of_two_forms_then_breaks_when_a_rank_dies(sim):
     assert "DP group member rank 1 disconnected" in r0.output()
 
 
+def _dp_pair(sim, **env):
+    rpc = free_port(P0)
+    r0 = sim.engine("dp0", P0, args=_dp_args(0, P0, rpc), env=sim.env(P0, **env))
+    r1 = sim.engine("dp1", P1, args=_dp_args(1, P0, rpc), env=sim.env(P1, **env))
+    r0.wait_ready()
+    r1.wait_ready()
+    return r0, r1
+
+
+def _complete(rank, timeout=10, tokens=4):
+    return http("POST", rank.base + "/v1/completions", {"model": "glm-5.1", "prompt": "hi", "max_tokens": tokens},
+                timeout=timeout)
+
+
+def test_dp_group_steps_in_lockstep_a_frozen_member_stalls_the_other_until_it_thaws(sim):
+    r0, r1 = _dp_pair(sim)
+    assert _complete(r0)[0] == 200
+    os.kill(r1.p.pid, signal.SIGSTOP)
+    try:
+        time.sleep(1.5)   # longer than the stall threshold (1 s): the group has stopped stepping
+        # rank 0's API server still answers /health, as a real rank blocked in a collective does ...
+        assert http("GET", r0.base + "/health", timeout=3)[0] == 200
+        # ... but its requests make no progress
+        with pytest.raises(OSError):
+            _complete(r0, timeout=2)
+        result = {}
+        waiter = threading.Thread(target=lambda: result.update(answer=_complete(r0, timeout=20)))
+        waiter.start()
+        time.sleep(1.0)
+        assert waiter.is_alive(), "a request went through a group whose member is frozen"
+    finally:
+        os.kill(r1.p.pid, signal.SIGCONT)
+    waiter.join(20)
+    # thawed within the execution timeout (1800 s by default): the waiting request finishes, nobody died
+    assert result["answer"][0] == 200 and json.loads(result["answer"][1])["usage"]["completion_tokens"] == 4
+    assert r0.p.poll() is None and r1.p.poll() is None
+    assert _complete(r1)[0] == 200
+
+
+def test_dp_group_stalled_past_the_execution_timeout_fails_with_hccl_text(sim):
+    r0, r1 = _dp_pair(sim, HCCL_EXEC_TIMEOUT=3)
+    os.kill(r1.p.pid, signal.SIGSTOP)
+    try:
+        time.sleep(1.2)
+        t0 = time.monotonic()
+        status, body = _complete(r0, timeout=30)
+        waited = time.monotonic() - t0
+        # the engine died under the request: vLLM's empty 500 for an EngineDeadError, after HCCL's timeout, not before
+        assert status == 500 and body == b""
+        assert 2.5 <= waited < 10, waited
+        assert r0.wait_exit(10) == 1
+        text = r0.all_output()
+        assert "Watchdog caught collective operation timeout: WorkHCCL(" in text and "Timeout(ms)=3000" in text
+        # rank 0 knows which member it waits for; the advice names HCCL's variable
+        assert "has not received the Notify record from remote rank: [1]" in text
+        assert "EI0002" in text and "HCCL_EXEC_TIMEOUT" in text
+        assert "AclrtSynchronizeDeviceWithTimeout, error code is 507048" in r0.output()
+    finally:
+        os.kill(r1.p.pid, signal.SIGCONT)
+    # the member finds its master gone when it thaws and ends with the group
+    assert r1.wait_exit(10) == 1
+    assert "DP group member rank 0 disconnected" in r1.output()
+
+
+def test_an_idle_group_with_a_frozen_member_times_out_only_once_work_waits(sim):
+    r0, r1 = _dp_pair(sim, A3SIM_HCCL_EXEC_TIMEOUT_S=2, HCCL_EXEC_TIMEOUT=600)
+    os.kill(r1.p.pid, signal.SIGSTOP)
+    try:
+        time.sleep(3.5)   # past the timeout, but nothing waited on the group: nobody fails
+        assert r0.p.poll() is None and http("GET", r0.base + "/health", timeout=3)[0] == 200
+        t0 = time.monotonic()
+        assert _complete(r0, timeout=30)[0] == 500
+        assert time.monotonic() - t0 >= 1.8   # the simulator's variable wins over HCCL's
+        assert r0.wait_exit(10) == 1
+    finally:
+        os.kill(r1.p.pid, signal.SIGCONT)
+
+
 def test_dp_rank1_times_out_without_master(sim):
     rpc = free_port(P0)
     env = sim.env(P1, A3SIM_DP_TIMEOUT_S=2)

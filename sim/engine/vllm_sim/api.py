@@ -9,6 +9,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from vllm_sim.auth import UNAUTHORIZED_BODY, authorized
+from vllm_sim.dpgroup import GroupStalled
 from vllm_sim.engine import GenRequest
 from vllm_sim.logutil import api_log, engine_log, raw
 
@@ -193,10 +194,16 @@ class Handler(BaseHTTPRequestHandler):
                     status, msg, etype = out.error
                     return self._send(status, error_body(msg, etype, status))
                 time.sleep(out.token_delay * len(out.pieces))
+                eng.step()
                 done(out)
                 if ctx.faults.engine_stalled(ctx.start_time, ctx.port):
                     return self._send_stalled(request_id, self._full_response(req, out, model_name, chat))
                 self._send(200, self._full_response(req, out, model_name, chat))
+        except GroupStalled:
+            # the engine died under the request (vLLM answers an EngineDeadError with an empty 500, then stops)
+            self.close_connection = True
+            if not stream:   # a stream's status line went out already: it ends without [DONE]
+                self._send(500, b"", "text/plain")
         finally:
             done(None)
 
@@ -367,6 +374,7 @@ class Handler(BaseHTTPRequestHandler):
                 last = len(out.pieces) - 1
                 for i, piece in enumerate(out.pieces):
                     time.sleep(out.token_delay)
+                    eng.step()
                     fr = out.finish_reason if i == last else None
                     if chat:
                         choice = {"index": 0, "delta": {"content": piece}, "logprobs": None,

@@ -9,6 +9,17 @@ exit (a dead DP peer wedges/kills a real MoE DP group too). A rank that tries to
 join an already formed group is rejected and keeps retrying until its timeout,
 so one side of a group cannot be restarted alone.
 Timeout: A3SIM_DP_TIMEOUT_S, else VLLM_ENGINE_READY_TIMEOUT_S, else 120 s.
+
+Lockstep (what real MoE DP groups do: every rank joins each forward's collectives,
+idle ranks run dummy batches): once formed, rank 0 sends ``{"op": "step", "n": N}``
+to every member every A3SIM_STEP_INTERVAL_S (0.05 s) and the next step only after
+every member answered ``{"op": "done", "n": N}``. A member that stops stepping
+(a frozen process, a node cut off by the network) therefore stalls the whole
+group, while every API server keeps answering /health. Request work (the
+prefill, each output token) passes wait_live(): it goes on at once while the
+group steps, waits while it does not, and after the execution timeout
+(A3SIM_HCCL_EXEC_TIMEOUT_S, else HCCL's own HCCL_EXEC_TIMEOUT, else 1800 s, as
+HCCL) the waiting rank fails with HCCL's timeout text (on_exec_timeout) and exits.
 """
 
 import errno
@@ -35,6 +46,30 @@ def dp_timeout_s():
     return 120.0
 
 
+def _env_seconds(names, default):
+    for name in names:
+        v = os.environ.get(name)
+        if v:
+            try:
+                return float(v)
+            except ValueError:
+                pass
+    return default
+
+
+def exec_timeout_s():
+    """HCCL's execution timeout: how long a rank waits in a collective that does not complete."""
+    return _env_seconds(("A3SIM_HCCL_EXEC_TIMEOUT_S", "HCCL_EXEC_TIMEOUT"), 1800.0)
+
+
+def step_interval_s():
+    return max(0.005, _env_seconds(("A3SIM_STEP_INTERVAL_S",), 0.05))
+
+
+class GroupStalled(Exception):
+    """The DP group did not step within the execution timeout (or is shutting down): the request cannot finish."""
+
+
 def _minutes(seconds):
     m = seconds / 60.0
     return str(int(m)) if m == int(m) else (f"{m:.2f}".rstrip("0").rstrip(".") or "0")
@@ -55,6 +90,15 @@ class DPGroup:
         self.formed = False
         self._lock = threading.Lock()
         self.on_loss = None
+        # lockstep (see the module's text)
+        self.on_exec_timeout = None
+        self.interval = step_interval_s()
+        self.stall_after = max(1.0, 10 * self.interval)   # a step older than this: the group is stalled
+        self.exec_timeout = exec_timeout_s()
+        self.seq = 0
+        self.last_step = time.monotonic()
+        self._pending = set()       # rank 0: members that have not answered step seq
+        self._timed_out = False
 
     # ------------------------------------------------------------------ rank 0
     def listen(self):
@@ -112,6 +156,8 @@ class DPGroup:
             except OSError:
                 pass
             threading.Thread(target=self._watch, args=(r, c), daemon=True).start()
+        self.last_step = time.monotonic()
+        threading.Thread(target=self._tick_loop, daemon=True).start()
         engine_log.info(WHERE, "DP group formed: %d/%d ranks (%s)", self.size, self.size,
                         ", ".join(f"rank {r}@{m['host']}" for r, m in sorted(members.items())))
 
@@ -221,7 +267,8 @@ class DPGroup:
                     if not chunk:
                         raise OSError("DP master closed the connection")
                     buf += chunk
-                msg = json.loads(buf.split(b"\n", 1)[0])
+                line, rest = buf.split(b"\n", 1)
+                msg = json.loads(line)
             except (OSError, ValueError) as e:
                 last_reason = str(e) or type(e).__name__
                 c.close()
@@ -231,9 +278,10 @@ class DPGroup:
                 c.settimeout(None)
                 self.members = {0: c}
                 self.formed = True
+                self.last_step = time.monotonic()
                 engine_log.info(WHERE, "DP group formed: rank %d/%d joined master %s:%d",
                                 self.rank, self.size, self.address, self.port)
-                threading.Thread(target=self._watch, args=(0, c), daemon=True).start()
+                threading.Thread(target=self._watch, args=(0, c, rest), daemon=True).start()
                 return
             c.close()
             last_reason = msg.get("reason", "rejected")
@@ -265,8 +313,12 @@ class DPGroup:
         else:
             self._member_form()
 
-    def _watch(self, r, conn):
+    def _watch(self, r, conn, buf=b""):
+        """Read the lockstep messages of one connection until it ends; then the group lost member r."""
         while not self.stop.is_set():
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                self._on_message(r, conn, line)
             try:
                 conn.settimeout(0.5)
                 data = conn.recv(4096)
@@ -276,8 +328,80 @@ class DPGroup:
                 continue
             except OSError:
                 break
+            buf += data
         if not self.stop.is_set() and self.on_loss:
             self.on_loss(r)
+
+    def _on_message(self, r, conn, line):
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(msg, dict):
+            return
+        if msg.get("op") == "step" and self.rank != 0:
+            # a step of the group: rank 0 sends step n only after step n - 1 completed everywhere
+            try:
+                conn.sendall((json.dumps({"op": "done", "n": msg.get("n")}) + "\n").encode())
+            except OSError:
+                return
+            with self._lock:
+                self.seq = msg.get("n") if isinstance(msg.get("n"), int) else self.seq
+                self.last_step = time.monotonic()
+        elif msg.get("op") == "done" and self.rank == 0:
+            with self._lock:
+                if msg.get("n") == self.seq:
+                    self._pending.discard(r)
+                    if not self._pending:
+                        self.last_step = time.monotonic()
+
+    def _tick_loop(self):
+        """Rank 0: the group's steps, each sent once the previous one completed on every member."""
+        while not self.stop.wait(self.interval):
+            with self._lock:
+                if self._pending:
+                    continue
+                self.seq += 1
+                self._pending = {r for r in self.members}
+                conns = [c for c, _info in self.members.values()]
+                msg = (json.dumps({"op": "step", "n": self.seq}) + "\n").encode()
+            for c in conns:
+                try:
+                    c.sendall(msg)
+                except OSError:
+                    pass
+
+    def stalled_for(self):
+        """Seconds since the group's last completed step (0 for a group of one)."""
+        if self.size <= 1:
+            return 0.0
+        return time.monotonic() - self.last_step
+
+    def holders(self):
+        """The ranks the group waits for (rank 0 knows them; a member does not: "unknown")."""
+        with self._lock:
+            pending = sorted(self._pending)
+        return ", ".join(str(r) for r in pending) if (self.rank == 0 and pending) else "unknown"
+
+    def wait_live(self):
+        """Called before each step of request work: returns at once while the group steps; waits while it is
+        stalled; raises GroupStalled after the execution timeout (having reported it once through
+        on_exec_timeout) or when the engine shuts down meanwhile."""
+        if self.size <= 1 or self.stalled_for() <= self.stall_after:
+            return
+        began = time.monotonic()
+        while not self.stop.is_set():
+            if self.stalled_for() <= self.stall_after:
+                return
+            waited = time.monotonic() - began
+            if waited >= self.exec_timeout:
+                with self._lock:
+                    first, self._timed_out = not self._timed_out, True
+                if first and self.on_exec_timeout:
+                    self.on_exec_timeout(self.holders(), self.seq + 1, waited)
+                raise GroupStalled("HCCL execution timeout")
+            time.sleep(min(0.1, self.interval))
+        raise GroupStalled("the engine is shutting down")
 
     def close(self):
         for v in list(self.members.values()):

@@ -155,9 +155,17 @@ class Engine:
         self.slots.release()
 
     # ------------------------------------------------------------------ main path
+    def step(self):
+        """One forward step of the DP group (lockstep, dpgroup.DPGroup.wait_live): raises GroupStalled when the
+        group stopped stepping for longer than the execution timeout."""
+        group = getattr(self.ctx, "group", None)
+        if group is not None:
+            group.wait_live()
+
     def prefill(self, req):
         """Runs the prefill (sleeping for its simulated cost); returns an Outcome."""
         ctx = self.ctx
+        self.step()
         tokens = tokenize(req.prompt_text)
         n = len(tokens)
         out = Outcome(prompt_tokens=n, queued=time.monotonic() - req.arrival)

@@ -415,7 +415,33 @@ def run(args, argv):
             phase["exit_code"] = 1
             stop.set()
 
+        def on_exec_timeout(holders, seq, waited):
+            # HCCL's execution timeout in a collective the group never completed (a member stopped stepping):
+            # the watchdog's line, the ACL error and EI0002, as a real rank reports it; then the engine dies
+            ms = int(waited * 1000)
+            limit = int(group.exec_timeout * 1000)
+            stamp = time.strftime("%Y-%m-%d-%H:%M:%S")
+            raw(f"[rank{dp_rank}]:[E{time.strftime('%m%d %H:%M:%S')} compiler_depend.ts:574] [Rank {dp_rank}] "
+                f"Watchdog caught collective operation timeout: WorkHCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+                f"Timeout(ms)={limit}) ran for {ms} milliseconds before timing out.", sys.stderr)
+            raw(f"[ERROR] {stamp} (PID:{ctx.pid}, Device:0, RankID:{dp_rank}) ERR00100 PTA call acl api failed",
+                sys.stderr)
+            raw(f"EI0002: [PID: {ctx.pid}] {stamp} The wait execution of the Notify register times out. Reason: The "
+                f"Notify register has not received the Notify record from remote rank: [{holders}]. base "
+                f"information: [streamID:[1], taskID[{seq}], taskType[Notify Wait], tag[AllReduce_dp_group]].\n"
+                "        Possible Cause: 1. An exception occurs during the execution on some NPUs in the cluster. "
+                "(default 1800s, You can set the interval by using HCCL_EXEC_TIMEOUT.)", sys.stderr)
+            engine_log.error("core.py:933", "EngineCore encountered a fatal error: RuntimeError: npuSynchronizeDevice:"
+                             "build/CMakeFiles/torch_npu.dir/compiler_depend.ts:479 NPU function error: "
+                             "AclrtSynchronizeDeviceWithTimeout, error code is 507048 (a collective of the DP group "
+                             "did not complete within HCCL_EXEC_TIMEOUT=%gs; waiting for rank %s)",
+                             group.exec_timeout, holders)
+            phase["exit_code"] = 1
+            stop.set()
+
         group.on_loss = on_loss
+        group.on_exec_timeout = on_exec_timeout
+        ctx.group = group
 
         # --- serve
         phase["serving"] = True
