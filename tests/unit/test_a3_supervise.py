@@ -558,7 +558,7 @@ def test_status_says_gave_up_only_when_systemd_hit_the_start_limit(tmp_path, mon
                         "gave_up": True, "restarts": 3, "restarts_in_window": 2,
                         "last_reason": "exited with status 1: boom %d" % (now - 40),
                         "last_time": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now - 40)),
-                        "canary_unauthorized": []}]
+                        "canary_unauthorized": [], "held_by": ""}]
     for show in ({"ActiveState": "failed", "Result": "exit-code"},       # failed, but systemd did not give up
                  {"ActiveState": "activating", "SubState": "auto-restart", "Result": "exit-code"},
                  {"ActiveState": "active", "Result": "success"},
@@ -571,4 +571,4 @@ def test_status_says_gave_up_only_when_systemd_hit_the_start_limit(tmp_path, mon
 def test_status_of_a_unit_without_a_record(tmp_path, monkeypatch, capsys):
     assert _status(tmp_path, monkeypatch, capsys, {}) == [{
         "unit": "u.service", "active": "unknown", "sub": "", "enabled": "", "gave_up": False, "restarts": 0,
-        "restarts_in_window": 0, "last_reason": "", "last_time": "", "canary_unauthorized": []}]
+        "restarts_in_window": 0, "last_reason": "", "last_time": "", "canary_unauthorized": [], "held_by": ""}]

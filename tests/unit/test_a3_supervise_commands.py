@@ -359,7 +359,7 @@ def _canary(tmp_path, monkeypatch, answers, active="active", **settings):
 def test_the_canary_of_an_inactive_unit_forgets_its_state_and_asks_nothing(clock, tmp_path, monkeypatch):
     Path(tmp_path / "u.jsonl.canary").write_text('{"hang": {}}')
     requests, calls, shown = _canary(tmp_path, monkeypatch, {}, active="activating")
-    assert (requests, calls, shown) == ([], [], [("u.service", ["ActiveState"])])
+    assert (requests, calls, shown) == ([], [], [("u.service", ["ActiveState", "InvocationID", "ActiveEnterTimestampMonotonic"])])
     assert not os.path.exists(tmp_path / "u.jsonl.canary")
     assert _canary(tmp_path, monkeypatch, {}, active="failed")[0] == []
 
@@ -454,7 +454,7 @@ def test_status_of_units_pins_the_whole_answer(clock, tmp_path, monkeypatch, cap
     for event in (_crash(100), dict(_crash(939), reason="old"), dict(_crash(940), reason="boom"),
                   {"t": 950, "event": "exit", "planned": True, "reason": "planned stop"}):
         sup.append_record(record, event)
-    Path(record + ".canary").write_text('{"unauthorized": {"%s": 401}}' % A)
+    Path(record + ".canary").write_text('{"unauthorized": {"%s": 401}, "held": {"by": "%s", "since": 940}}' % (A, P))
     shown = []
 
     def show(unit, props):
@@ -466,9 +466,10 @@ def test_status_of_units_pins_the_whole_answer(clock, tmp_path, monkeypatch, cap
     out = capsys.readouterr().out
     assert out == json.dumps([
         {"active": "active", "canary_unauthorized": [A + " (HTTP 401)"], "enabled": "enabled", "gave_up": False,
-         "last_reason": "boom", "last_time": "1970-01-01 00:15:40", "restarts": 3, "restarts_in_window": 1,
+         "held_by": P + " since 1970-01-01 00:15:40", "last_reason": "boom", "last_time": "1970-01-01 00:15:40", "restarts": 3, "restarts_in_window": 1,
          "sub": "running", "unit": "a.service"},
-        {"active": "active", "canary_unauthorized": [], "enabled": "enabled", "gave_up": False, "last_reason": "",
+        {"active": "active", "canary_unauthorized": [], "enabled": "enabled", "gave_up": False, "held_by": "",
+         "last_reason": "",
          "last_time": "", "restarts": 0, "restarts_in_window": 0, "sub": "running", "unit": "b.service"}]) + "\n"
     assert shown == [(u, ["ActiveState", "SubState", "Result", "NRestarts", "UnitFileState"])
                      for u in ("a.service", "b.service")]
@@ -481,7 +482,7 @@ def test_status_with_the_default_window(clock, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sup, "systemctl_show", lambda unit, props: {"Result": "start-limit-hit"})
     assert sup.main(["status", "--state-dir", str(tmp_path), "--unit", "a.service"]) == 0
     assert json.loads(capsys.readouterr().out) == [
-        {"active": "unknown", "canary_unauthorized": [], "enabled": "", "gave_up": True, "last_reason": "x",
+        {"active": "unknown", "canary_unauthorized": [], "enabled": "", "gave_up": True, "held_by": "", "last_reason": "x",
          "last_time": "1970-01-01 00:16:30", "restarts": 3, "restarts_in_window": 2, "sub": "", "unit": "a.service"}]
     assert sup.main(["status", "--state-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "[]\n"
@@ -622,3 +623,76 @@ def test_a_rank_down_keeps_its_refused_key_and_the_next_rank_is_still_asked(cloc
     assert calls == [] and capsys.readouterr().out == ""
     assert json.loads(Path(tmp_path / "u.jsonl.canary").read_text()) == {
         "hang": {A: 0, B: 0}, "peer": {P: 0}, "unauthorized": {A: 401}}
+
+
+# ----------------------------------------------------------------------------------- canary: the timed rules
+
+def _timed_round(tmp_path, monkeypatch, answers, shown, **settings):
+    record = str(tmp_path / "u.jsonl")
+    cfg = {"unit": "u.service", "record": record, "local": [A], "peers": [P], "model": "m", "timeout": 7,
+           "hang_failures": 2, "peer_failures": 3, "down_grace": 20, "start_timeout": 100, "peer_wait": 45}
+    cfg.update(settings)
+    (tmp_path / "canary.json").write_text(json.dumps(cfg))
+    calls = []
+    monkeypatch.setattr(sup, "systemctl_show", lambda unit, props: dict(shown))
+    monkeypatch.setattr(sup, "http_status", lambda url, timeout, body=None, headers=None: answers[url])
+    monkeypatch.setattr(sup.subprocess, "run", lambda argv, **kw: calls.append(argv))
+    assert sup.main(["canary", "--config", str(tmp_path / "canary.json")]) == 0
+    return calls, json.loads(Path(record + ".canary").read_text()) if os.path.exists(record + ".canary") else None
+
+
+def test_a_frozen_local_rank_is_restarted_by_its_own_node_after_the_grace(clock, tmp_path, monkeypatch, capsys):
+    shown = {"ActiveState": "active", "InvocationID": "inv1", "ActiveEnterTimestampMonotonic": "900000000"}
+    ok = {A + "/health": (200, None), A + "/v1/completions": (200, {"choices": [{"text": "x"}]}),
+          P + "/health": (200, None)}
+    frozen = dict(ok, **{A + "/health": (0, None)})
+    calls, state = _timed_round(tmp_path, monkeypatch, ok, shown)
+    assert calls == [] and state["invocation"] == "inv1" and state["answered"] == [A]
+    clock.now += 10
+    calls, state = _timed_round(tmp_path, monkeypatch, frozen, shown)
+    assert calls == [] and state["down_since"] == {A: 1010.0}
+    clock.now += 20
+    calls, _state = _timed_round(tmp_path, monkeypatch, frozen, shown)
+    assert calls == [["systemctl", "restart", "--no-block", "u.service"]]     # its own crash: no reset-failed
+    event = sup.read_record(str(tmp_path / "u.jsonl"))[-1]
+    assert event["reason"].startswith("stopped serving: %s answered /health since this start, then failed it for 20s"
+                                      % A) and "peer" not in event
+
+
+def test_a_new_start_of_the_unit_forgets_the_ranks_but_keeps_what_was_refused(clock, tmp_path, monkeypatch):
+    (tmp_path / "u.jsonl.canary").write_text(json.dumps({
+        "invocation": "old", "answered": [A], "down_since": {A: 1.0}, "hang": {A: 1}, "peer": {},
+        "unauthorized": {A: 401}, "peer_restarted": [P], "held": {"by": P, "since": 1.0}}))
+    shown = {"ActiveState": "active", "InvocationID": "new", "ActiveEnterTimestampMonotonic": "995000000"}
+    answers = {A + "/health": (0, None), P + "/health": (0, None)}
+    calls, state = _timed_round(tmp_path, monkeypatch, answers, shown)
+    # A never answered since this start (5 s ago): no frozen-rank restart from the old start's record
+    assert calls == []
+    assert state == {"invocation": "new", "answered": [], "down_since": {A: 1000.0}, "hang": {A: 0}, "peer": {P: 0},
+                     "unauthorized": {A: 401}, "peer_restarted": [P]}
+    # the start timeout counts from systemd's start time: 100 s after it the rank that never answered restarts
+    clock.now += 94
+    calls, _state = _timed_round(tmp_path, monkeypatch, answers, shown)
+    assert calls == []
+    clock.now += 1
+    calls, _state = _timed_round(tmp_path, monkeypatch, answers, shown)
+    assert calls == [["systemctl", "restart", "--no-block", "u.service"]]
+    assert sup.read_record(str(tmp_path / "u.jsonl"))[-1]["reason"].startswith("never served: %s" % A)
+
+
+def test_a_held_group_says_so_once_then_restarts_as_a_peer_exit(clock, tmp_path, monkeypatch, capsys):
+    shown = {"ActiveState": "active", "InvocationID": "i", "ActiveEnterTimestampMonotonic": "1"}
+    stalled = {A + "/health": (200, None), A + "/v1/completions": (0, None), P + "/health": (0, None)}
+    for _unused in range(3):
+        calls, state = _timed_round(tmp_path, monkeypatch, stalled, shown)
+        assert calls == []
+        clock.now += 15
+    assert state["held"] == {"by": P, "since": 1000.0}
+    assert capsys.readouterr().out == (
+        "u.service: DP group held by %s: it fails /health while this node's ranks produce no token; waiting up to "
+        "45s for its own node to restart it (no restart here meanwhile)\n" % P)
+    calls, _state = _timed_round(tmp_path, monkeypatch, stalled, shown)
+    assert calls == [["systemctl", "reset-failed", "u.service"], ["systemctl", "restart", "--no-block", "u.service"]]
+    event = sup.read_record(str(tmp_path / "u.jsonl"))[-1]
+    assert event["peer"] is True and event["reason"].startswith("DP group held by %s: it has failed /health for 45s"
+                                                                % P)

@@ -316,3 +316,130 @@ def test_read_api_key_without_strerror_says_the_error(monkeypatch):
         raise OSError("no way")
     monkeypatch.setattr("builtins.open", refuse)
     assert sup.read_api_key("/k") == ("", "no key (cannot read /k: no way)")
+
+
+# ------------------------------------------------------------------------- canary_step: the timed rules (bounds)
+
+BOUNDS = sup.CanaryBounds(down_grace=20, start_timeout=100, peer_wait=45)
+
+
+def _rounds(rounds, hang_failures=2, peer_failures=3, bounds=BOUNDS):
+    """Run canary rounds [(now, up_for, local, peers)]; returns [(now, CanaryRestart or None)] and the last state."""
+    state, seen = {}, []
+    for now, up_for, local, peers in rounds:
+        state, restart = sup.canary_step(state, local, peers, hang_failures, peer_failures, now, up_for, bounds)
+        seen.append((now, restart))
+    return seen, state
+
+
+def test_a_rank_that_answered_then_fails_health_is_restarted_after_the_grace_exactly():
+    seen, _state = _rounds([(0, 5, {A: "ok"}, {P: True}), (10, 15, {A: "down"}, {P: True}),
+                            (29, 34, {A: "down"}, {P: True}), (30, 35, {A: "down"}, {P: True})])
+    assert [r for _t, r in seen[:3]] == [None, None, None]
+    assert seen[3][1] == sup.CanaryRestart(
+        "stopped serving: %s answered /health since this start, then failed it for 20s (grace 20s): a frozen or "
+        "wedged rank, whose process lives on" % A, False)
+
+
+def test_a_rank_that_answers_again_within_the_grace_starts_its_grace_over():
+    seen, state = _rounds([(0, 5, {A: "ok"}, {}), (10, 15, {A: "down"}, {}), (25, 30, {A: "ok"}, {}),
+                           (30, 35, {A: "down"}, {}), (45, 50, {A: "down"}, {})])
+    assert [r for _t, r in seen] == [None] * 5
+    assert state["down_since"] == {A: 30} and state["answered"] == [A]
+
+
+def test_a_rank_that_never_answered_is_restarted_at_the_start_timeout_and_not_before():
+    seen, _state = _rounds([(0, 10, {A: "down"}, {P: True}), (80, 99.5, {A: "down"}, {P: True}),
+                            (81, 100, {A: "down"}, {P: True})])
+    assert [r for _t, r in seen[:2]] == [None, None]
+    assert seen[2][1] == sup.CanaryRestart(
+        "never served: %s has not answered /health in the 100s since the unit started (start timeout 100s)" % A,
+        False)
+    # without the unit's start time the start timeout cannot be judged: no restart
+    seen, _state = _rounds([(0, None, {A: "down"}, {}), (500, None, {A: "down"}, {})])
+    assert [r for _t, r in seen] == [None, None]
+
+
+def test_ranks_stalled_by_a_frozen_peer_wait_for_it_then_restart_once_the_wait_is_over():
+    stalled = {A: "hung", B: "hung"}
+    seen, state = _rounds([(0, 50, {A: "ok", B: "ok"}, {P: True}), (10, 60, stalled, {P: False}),
+                           (20, 70, stalled, {P: False}), (54.9, 105, stalled, {P: False}),
+                           (55, 105, stalled, {P: False})])
+    # the hung rule (2 silent rounds) is held back while the peer fails /health
+    assert [r for _t, r in seen[:4]] == [None] * 4
+    assert seen[4][1] == sup.CanaryRestart(
+        "DP group held by %s: it has failed /health for 45s while this node's ranks produce no token (%s, %s); its "
+        "own node did not bring it back within 45s: restarting this node's ranks so the whole group forms again"
+        % (P, A, B), True)
+    assert state == {"hang": {}, "peer": {}}
+
+
+def test_the_hold_names_the_peer_and_ends_when_the_peer_answers_again():
+    seen, state = _rounds([(10, 60, {A: "hung"}, {P: False, Q: False}), (20, 70, {A: "hung"}, {P: False, Q: False})])
+    assert state["held"] == {"by": P, "since": 10}
+    # the first peer answers again: the hold passes to the one still failing, its wait starts then
+    state, restart = sup.canary_step(state, {A: "hung"}, {P: True, Q: False}, 2, 3, 30, 80, BOUNDS)
+    assert restart is None and state["held"] == {"by": Q, "since": 30}
+    # every peer answers: no hold any more, and a rank still silent is this node's own hang
+    state, restart = sup.canary_step(state, {A: "hung"}, {P: True, Q: True}, 2, 3, 40, 90, BOUNDS)
+    assert "held" not in state
+    assert restart == sup.CanaryRestart(
+        "hung: %s answers /health but produced no token in 4 canary requests in a row" % A, False)
+
+
+def test_a_local_frozen_rank_is_restarted_even_while_a_peer_also_fails():
+    # the node's own rank stopped answering: that is this node's job, whatever the peers do
+    seen, _state = _rounds([(0, 50, {A: "ok"}, {P: True}), (10, 60, {A: "down"}, {P: False}),
+                            (30, 80, {A: "down"}, {P: False})])
+    assert seen[2][1].reason.startswith("stopped serving: %s" % A) and seen[2][1].peer is False
+
+
+def test_a_local_frozen_rank_wins_over_a_hold_on_a_peer():
+    # A frozen, B stalled with it, and the peer of the other node stalled too (its /health fails meanwhile)
+    seen, state = _rounds([(0, 50, {A: "ok", B: "ok"}, {P: True}), (10, 60, {A: "down", B: "hung"}, {P: False}),
+                           (29, 79, {A: "down", B: "hung"}, {P: False}), (30, 80, {A: "down", B: "hung"}, {P: False})])
+    assert [r for _t, r in seen[:3]] == [None] * 3
+    assert seen[3][1].reason.startswith("stopped serving: %s answered /health since this start, then failed it for "
+                                        "20s" % A) and seen[3][1].peer is False
+
+
+def test_the_peer_rule_fires_once_per_outage_of_that_peer_with_bounds():
+    serving = {A: "ok"}
+    seen, state = _rounds([(t, 50 + t, serving, {P: False}) for t in (0, 10, 20)], peer_failures=3)
+    assert seen[2][1].peer is True and seen[2][1].reason.startswith("DP group incomplete: %s" % P)
+    assert state == {"hang": {}, "peer": {}, "peer_restarted": [P]}
+    # the peer stays away: this node's restarted ranks do not restart again for it
+    for t in (30, 40, 50, 60, 70):
+        state, restart = sup.canary_step(state, serving, {P: False}, 2, 3, t, 10, BOUNDS)
+        assert restart is None
+    # it answers once, then fails again: a new outage, a new restart
+    state, restart = sup.canary_step(state, serving, {P: True}, 2, 3, 80, 10, BOUNDS)
+    assert restart is None and state["peer_restarted"] == []
+    for t in (90, 100):
+        state, restart = sup.canary_step(state, serving, {P: False}, 2, 3, t, 10, BOUNDS)
+        assert restart is None
+    state, restart = sup.canary_step(state, serving, {P: False}, 2, 3, 110, 10, BOUNDS)
+    assert restart is not None and restart.peer
+
+
+def test_without_bounds_the_counting_rules_are_unchanged_and_keep_no_times():
+    seen, state = _rounds([(0, 5, {A: "ok"}, {}), (10, 15, {A: "down"}, {}), (999, 9999, {A: "down"}, {})],
+                          bounds=None)
+    assert [r for _t, r in seen] == [None] * 3 and state == {"hang": {A: 0}, "peer": {}}
+    seen, _state = _rounds([(0, 5, {A: "hung"}, {P: False}), (10, 15, {A: "hung"}, {P: False})], bounds=None)
+    assert seen[1][1].reason.startswith("hung: ")
+
+
+def test_unit_up_for_reads_systemds_monotonic_microseconds():
+    assert sup.unit_up_for({"ActiveEnterTimestampMonotonic": "5000000"}, 12.5) == 7.5
+    assert sup.unit_up_for({"ActiveEnterTimestampMonotonic": "99000000"}, 12.5) == 0.0
+    for show in ({}, {"ActiveEnterTimestampMonotonic": ""}, {"ActiveEnterTimestampMonotonic": "0"},
+                 {"ActiveEnterTimestampMonotonic": "n/a"}):
+        assert sup.unit_up_for(show, 12.5) is None
+
+
+def test_canary_bounds_need_all_three_numbers():
+    assert sup.canary_bounds({"down_grace": 20, "start_timeout": "100", "peer_wait": 45.5}) == (20.0, 100.0, 45.5)
+    for cfg in ({}, {"down_grace": 20, "start_timeout": 100}, {"down_grace": "x", "start_timeout": 1, "peer_wait": 1},
+                {"down_grace": None, "start_timeout": 1, "peer_wait": 1}):
+        assert sup.canary_bounds(cfg) is None

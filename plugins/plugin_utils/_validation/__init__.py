@@ -34,7 +34,7 @@ HOST_RULES = (common.check_listen_addresses, hugepages.check_pages, container.ch
               vllm_serve.check_serve_values, vllm_serve.check_field_prefill_flags, vllm_serve.check_token_budget,
               vllm_serve.check_served_model_name, vllm_kv.check_top_level_extra, vllm_kv.check_mooncake_extra,
               vllm_kv.check_engine_ids, supervise.check_unit_names, supervise.check_backoff,
-              vllm_run.check_health_and_log, preflight.check_page_and_versions, preflight.check_reserve_and_patterns,
+              vllm_run.check_health_and_log, vllm_run.check_frozen_rank_bounds, preflight.check_page_and_versions, preflight.check_reserve_and_patterns,
               gate.check_expect_pattern, proxy.check_unset_env, yuanrong.check_curve)
 # Across the hosts: values one deployment shares.
 ACROSS_RULES = (placement.check_same_everywhere, placement.check_same_hash_seed, common.check_service_hosts_named)

@@ -17,8 +17,10 @@ token, a DP group that lost a member). Python 3 standard library only; no state 
   deliberate before a start or restart the deployment asks for: that start waits no back-off
   stop-mark ExecStop: remember that the stop was asked for (MAINPID still set) or not
   record    ExecStopPost: append the exit and its reason (log signature) to the unit's record
-  canary    ascend-vllm-canary.service: probe local ranks with a real request, restart if hung; a rank
-            that refuses the canary's key (401/403) is reported, never restarted
+  canary    ascend-vllm-canary.service: probe local ranks with a real request, restart if hung, frozen
+            (/health failing past a grace after it answered, or never answering within the start timeout)
+            or held by a peer past a bound; a rank that refuses the canary's key (401/403) is reported,
+            never restarted
   status    JSON of every unit's record and systemd state, for playbooks/status.yml
 """
 from __future__ import annotations
@@ -39,6 +41,12 @@ RECORD_KEEP = 200          # lines kept per record file
 # The canary's decision: restart this node's engines for reason; peer: the cause is another node's rank that is
 # down (the group must form again), no crash of this unit.
 CanaryRestart = collections.namedtuple("CanaryRestart", "reason peer")
+# The canary's time bounds, in seconds (None: the rule is off): a local rank that answered /health and then fails it
+# for down_grace is frozen; one that never answered it start_timeout after the unit started never came up; ranks stalled
+# while a peer fails /health wait peer_wait for the peer's own node to restart it before restarting themselves.
+CanaryBounds = collections.namedtuple("CanaryBounds", "down_grace start_timeout peer_wait")
+# What the canary keeps over a restart of the unit (the rest describes the ranks of one start).
+CANARY_KEPT = ("unauthorized", "peer_restarted")
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never through an HTTP proxy
 
 
@@ -152,15 +160,29 @@ def produced_a_token(body) -> bool:
     return any(isinstance(c, dict) and isinstance(c.get("text"), str) and c["text"] != "" for c in choices)
 
 
-def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_failures: int):
+def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_failures: int,
+                now: float = 0.0, up_for=None, bounds=None):
     """Advance the canary's counters by one round and decide.
 
     state: {"hang": {url: n}, "peer": {url: n}, ...} from the previous round (mutated and returned).
-    local: {url: "ok" | "down" | "hung" | "unauthorized"}: "down" = /health fails (starting or dead: systemd's
-           business), "hung" = /health 200 but the canary request produced no token in time, "unauthorized" =
-           /health 200 but the rank refused the canary's key: its silent count neither grows nor starts over
-           (the round says nothing about tokens), and it never restarts anything.
+    local: {url: "ok" | "down" | "hung" | "unauthorized"}: "down" = /health fails, "hung" = /health 200 but the
+           canary request produced no token in time, "unauthorized" = /health 200 but the rank refused the canary's
+           key: its silent count neither grows nor starts over (the round says nothing about tokens), and it never
+           restarts anything.
     peers: {url: bool healthy} for the other ranks of this node's DP group.
+    now, up_for, bounds: the round's time, the seconds since the unit started (None: unknown) and the CanaryBounds
+           (None: only the counting rules below apply).
+    Rules, first match wins:
+      frozen    (bounds) a local rank that answered /health since the unit started fails it for down_grace: this
+                node's own rank, whatever the peers do.
+      no start  (bounds) a local rank that never answered /health, up_for >= start_timeout.
+      held      (bounds) a local rank is silent while a peer fails /health: in a lockstep DP group a frozen peer
+                stalls every member, and restarting here cannot help until the peer's own node restarted it. Wait up
+                to peer_wait (state "held" names the peer), then restart so the group forms again (peer: True).
+      hung      a local rank silent hang_failures rounds in a row (with every peer healthy when bounds are given).
+      peer      a peer fails /health peer_failures rounds in a row while every local rank serves; with bounds once
+                per outage of that peer (state "peer_restarted"), so a peer that stays away does not restart this
+                node again and again.
     Returns (state, CanaryRestart or None): a CanaryRestart means restart this node's engines now."""
     hang = state.setdefault("hang", {})
     peer = state.setdefault("peer", {})
@@ -178,15 +200,57 @@ def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_
     for url in list(peer):
         if url not in peers:
             del peer[url]
+    peers_down = sorted(url for url, healthy in peers.items() if not healthy)
+    answered, down_since, restarted = [], {}, []
+    if bounds is not None:      # the timed rules' record of this start
+        answered, down_since = state.setdefault("answered", []), state.setdefault("down_since", {})
+        for url, verdict in sorted(local.items()):
+            if verdict == "down":
+                down_since.setdefault(url, now)
+            else:
+                down_since.pop(url, None)
+                if url not in answered:
+                    answered.append(url)
+        for url in list(down_since):
+            if url not in local:
+                del down_since[url]
+        restarted = state.setdefault("peer_restarted", [])
+        restarted[:] = [url for url in restarted if url in peers_down]     # a peer that answers again is forgiven
     after = {"hang": {}, "peer": {}}     # the counters start over after a restart; what was refused stays known
-    if state.get("unauthorized"):
-        after["unauthorized"] = state["unauthorized"]
+    for key in CANARY_KEPT:
+        if state.get(key):
+            after[key] = state[key]
+    if bounds is not None:
+        for url, since in sorted(down_since.items()):
+            if url in answered and now - since >= bounds.down_grace:
+                return after, CanaryRestart(
+                    "stopped serving: %s answered /health since this start, then failed it for %gs (grace %gs): a "
+                    "frozen or wedged rank, whose process lives on" % (url, now - since, bounds.down_grace), False)
+            if url not in answered and up_for is not None and up_for >= bounds.start_timeout:
+                return after, CanaryRestart(
+                    "never served: %s has not answered /health in the %gs since the unit started (start timeout "
+                    "%gs)" % (url, up_for, bounds.start_timeout), False)
+    silent = [url for url, n in sorted(hang.items()) if n > 0]
+    if bounds is not None and silent and peers_down:
+        held = state.get("held") or {}
+        if held.get("by") not in peers_down:
+            held = {"by": peers_down[0], "since": now}
+            state["held"] = held
+        if now - held["since"] >= bounds.peer_wait:
+            return after, CanaryRestart(
+                "DP group held by %s: it has failed /health for %gs while this node's ranks produce no token (%s); "
+                "its own node did not bring it back within %gs: restarting this node's ranks so the whole group "
+                "forms again" % (held["by"], now - held["since"], ", ".join(silent), bounds.peer_wait), True)
+        return state, None
+    state.pop("held", None)
     for url, n in sorted(hang.items()):
         if n >= hang_failures:
             return after, CanaryRestart(
                 "hung: %s answers /health but produced no token in %d canary requests in a row" % (url, n), False)
     for url, n in sorted(peer.items()):
-        if n >= peer_failures:
+        if n >= peer_failures and not (bounds is not None and url in restarted):
+            if bounds is not None:
+                after["peer_restarted"] = sorted(set(restarted) | {url})
             return after, CanaryRestart(
                 "DP group incomplete: %s has failed /health for %d checks while this node's ranks serve; "
                 "restarting them so the whole group forms again" % (url, n), True)
@@ -499,7 +563,8 @@ def cmd_canary(args) -> int:
         cfg = json.load(fh)
     unit = cfg["unit"]
     state_path = cfg["record"] + ".canary"
-    if systemctl_show(unit, ["ActiveState"]).get("ActiveState") != "active":
+    show = systemctl_show(unit, ["ActiveState", "InvocationID", "ActiveEnterTimestampMonotonic"])
+    if show.get("ActiveState") != "active":
         if os.path.exists(state_path):
             os.unlink(state_path)
         return 0
@@ -508,6 +573,14 @@ def cmd_canary(args) -> int:
             state = json.load(fh)
     except (OSError, ValueError):
         state = {}
+    if not isinstance(state, dict):
+        state = {}
+    invocation = show.get("InvocationID", "")
+    if invocation and state.get("invocation") != invocation:
+        # a new start of the unit (the canary did not see it inactive in between): its ranks start afresh
+        state = dict((key, state[key]) for key in CANARY_KEPT if state.get(key))
+        state["invocation"] = invocation
+    bounds = canary_bounds(cfg)
     # the engines' key (vllm_api_key), from its 0600 file: never in argv nor in the settings
     key, no_key = read_api_key(cfg.get("api_key_file", ""))
     auth = {"Authorization": "Bearer " + key} if key else {}
@@ -528,10 +601,19 @@ def cmd_canary(args) -> int:
     for url, status in unauthorized_step(state, local, statuses):
         print(unauthorized_message(unit, url, status, no_key or "the key in %s" % cfg["api_key_file"]))
         sys.stdout.flush()
-    state, restart = canary_step(state, local, peers, cfg["hang_failures"], cfg["peer_failures"])
+    held_before = (state.get("held") or {}).get("by")
+    state, restart = canary_step(state, local, peers, cfg["hang_failures"], cfg["peer_failures"], time.time(),
+                                 unit_up_for(show, time.monotonic()), bounds)
+    if restart is None and invocation:
+        state["invocation"] = invocation
     with open(state_path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(state, fh)
     os.replace(state_path + ".tmp", state_path)
+    held = (state.get("held") or {}).get("by") if restart is None else None
+    if held and held != held_before:
+        print("%s: DP group held by %s: it fails /health while this node's ranks produce no token; waiting up to "
+              "%gs for its own node to restart it (no restart here meanwhile)" % (unit, held, bounds.peer_wait))
+        sys.stdout.flush()
     if restart is None:
         return 0
     print("%s: %s" % (unit, restart.reason))
@@ -542,6 +624,36 @@ def cmd_canary(args) -> int:
     append_record(cfg["record"], event)
     subprocess.run(["systemctl", "restart", "--no-block", unit], check=False, timeout=30)
     return 0
+
+
+def canary_bounds(cfg: dict):
+    """The CanaryBounds of the canary's settings, or None when they name none (the timed rules are off)."""
+    try:
+        return CanaryBounds(float(cfg["down_grace"]), float(cfg["start_timeout"]), float(cfg["peer_wait"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def unit_up_for(show: dict, monotonic_now: float):
+    """Seconds since the unit became active, from systemd's ActiveEnterTimestampMonotonic (microseconds of the
+    monotonic clock, which a container shares with its host), or None when systemd did not say."""
+    try:
+        entered = int(show.get("ActiveEnterTimestampMonotonic", ""))
+    except ValueError:
+        return None
+    if entered <= 0:
+        return None
+    return max(0.0, monotonic_now - entered / 1e6)
+
+
+def canary_held(record: str) -> str:
+    """"<peer url> since <time>" when the unit's canary last found its DP group held by a peer, else ""."""
+    try:
+        with open(record + ".canary", encoding="utf-8") as fh:
+            held = json.load(fh).get("held") or {}
+        return "%s since %s" % (held["by"], time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(held["since"])))
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return ""
 
 
 def canary_unauthorized(record: str) -> list:
@@ -562,6 +674,7 @@ def unit_status(unit: str, record: str, window_s: float, now: float) -> dict:
     last = crashes[-1] if crashes else None
     return {
         "canary_unauthorized": canary_unauthorized(record),
+        "held_by": canary_held(record),
         "unit": unit,
         "active": show.get("ActiveState", "unknown"),
         "sub": show.get("SubState", ""),

@@ -154,7 +154,8 @@ def test_simulation_values_pass():
     seen = (p0["hugepages_target"], p0["a3_listen_address"], p0["yuanrong_install_from"])
     assert seen == ("128M", "127.30.0.11", "url")
     assert p0["yuanrong_wheel_url"].startswith("http://127.0.0.1:5001/openyuanrong_datasystem-0.8.1-")
-    assert p0["vllm_env_extra"] == {"VLLM_ENGINE_READY_TIMEOUT_S": "60"} and p0["vllm_canary_timeout"] == 5
+    assert p0["vllm_env_extra"] == {"VLLM_ENGINE_READY_TIMEOUT_S": "60", "HCCL_EXEC_TIMEOUT": "90"}
+    assert p0["vllm_canary_timeout"] == 5 and (p0["vllm_down_grace"], p0["vllm_peer_wait"]) == (15, 40)
 
 
 def test_every_variable_a_rule_reads_is_a_host_key():
@@ -663,6 +664,17 @@ def test_proxy_seconds(key):
 def test_health_interval_not_below_timeout():
     one(seed(vllm_health_interval=60, vllm_health_timeout=60),
         must=("vllm_health_interval is 60", "not below vllm_health_timeout (60)", "set a shorter interval"))
+
+
+def test_peer_wait_shorter_than_the_frozen_ranks_own_restart():
+    # default canary interval 30: 120 + 2 x 30 = 180 is the least that lets the frozen rank's node act first
+    one(seed(vllm_peer_wait=179, vllm_down_grace=120), kind="warning",
+        must=("vllm_peer_wait is 179", "below vllm_down_grace + 2 x vllm_canary_interval (180)", "set at least 180"))
+    assert new_messages(seed(vllm_peer_wait=180, vllm_down_grace=120), "warning") == []
+    one(seed(vllm_peer_wait=40, vllm_down_grace=15, vllm_canary_interval=13), kind="warning",
+        must=("vllm_peer_wait is 40", "(41)"))
+    # a value the spec refuses (0) is the spec's message, not this rule's
+    assert not [m for m in new_messages(seed(vllm_peer_wait=0), "warning") if "vllm_down_grace +" in m]
 
 
 def test_backoff_cap_below_base():

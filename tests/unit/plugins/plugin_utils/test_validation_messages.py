@@ -213,6 +213,11 @@ CASES = [
         'p0, p1, d0, d1: vllm_health_interval is 60: it is not below vllm_health_timeout (60), so the start is '
         'judged on one poll: set a shorter interval (default 5)',
     ], [], id='health'),
+    pytest.param(seed(vllm_peer_wait=100), [], [
+        'p0, p1, d0, d1: vllm_peer_wait is 100: it is below vllm_down_grace + 2 x vllm_canary_interval (180): ranks '
+        'stalled by a frozen peer would restart before the peer\'s own node restarts it, and their group cannot form '
+        'while it stays frozen: set at least 180',
+    ], id='peer_wait'),
     pytest.param(seed(vllm_log_file="../x.log"), [
         "p0, p1, d0, d1: vllm_log_file is '../x.log': it is a file name in a3_work_dir: set e.g. vllm_log.log",
     ], [], id='logfile'),
