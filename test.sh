@@ -34,7 +34,7 @@ fi
 # tests/unit/proxy/test_proxy_live.py runs the proxy wrapper live (its process, both uvicorn listeners, the prober and
 # the forwarding to stub engines on 127.0.0.1, with a stand-in for the upstream script) on the web stack
 # requirements.txt pins (fastapi, httpx, uvicorn); no proxy test skips: a missing package fails it, naming ./setup.sh.
-pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/monitoring tests/sim/test_tools.py \
+pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/monitoring tests/sim/test_tools.py tests/sim/test_partition.py \
   tests/sim/test_loadgen.py
 step "ansible-test sanity (offline; tests/sanity.sh)"
 tests/sanity.sh

@@ -7,6 +7,8 @@
 #   sim/cluster.sh down     remove nodes, their volumes and lo addresses; stop what this script started
 #   sim/cluster.sh status   one-screen summary
 #   sim/cluster.sh fault NODE JSON|@FILE|-|clear   write (or remove) /etc/a3sim/faults.json in NODE
+#   sim/cluster.sh partition NODE    cut NODE off from the other nodes (packet filter, sim/lib/partition.py)
+#   sim/cluster.sh heal [NODE]       heal NODE's cut, or every cut
 #
 # Every command is idempotent. Caches live in sim/.cache (or $A3SIM_CACHE_DIR) and survive `down`.
 set -euo pipefail
@@ -31,7 +33,7 @@ take_lock() {
   fi
 }
 
-usage() { sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 main() {
   local cmd=${1:-help}
@@ -45,6 +47,16 @@ main() {
     fault)
       take_lock
       cmd_fault "$@"
+      ;;
+    partition | heal)
+      need_root
+      if [ "$cmd" = partition ]; then
+        [ $# -eq 1 ] || die "usage: cluster.sh partition NODE"
+        python3 "$SIM_LIB/partition.py" cut "$1"
+      else
+        [ $# -le 1 ] || die "usage: cluster.sh heal [NODE]"
+        python3 "$SIM_LIB/partition.py" heal "$@"
+      fi
       ;;
     help | -h | --help)
       usage

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # `cluster.sh deps`: host packages, the docker engine and the local registry.
 
-HOST_PACKAGES=(docker.io debootstrap docker-registry etcd-server etcd-client prometheus iproute2 curl ca-certificates)
+HOST_PACKAGES=(docker.io debootstrap docker-registry etcd-server etcd-client prometheus iproute2 iptables curl ca-certificates)
 DOCKERD_PIDFILE=$CACHE_DIR/dockerd.pid
 DOCKERD_LOG=${A3SIM_DOCKERD_LOG:-/var/log/dockerd.log}
 REGISTRY_DIR=$CACHE_DIR/registry
@@ -132,9 +132,20 @@ deps_artifacts() {
   step_done
 }
 
+# deps_net_cls: the cgroup v1 net_cls hierarchy, by which the partition rules tell the nodes' processes apart
+# (sim/lib/partition.py). Mounted before the nodes start, so docker places them in it too.
+deps_net_cls() {
+  local dir=/sys/fs/cgroup/net_cls
+  [ -e /sys/fs/cgroup/cgroup.controllers ] && { log "cgroup v2: no net_cls hierarchy (partitions are not available)"; return 0; }
+  mountpoint -q "$dir" && return 0
+  mkdir -p "$dir" && mount -t cgroup -o net_cls net_cls "$dir" || die "cannot mount the net_cls cgroup hierarchy at $dir"
+  log "mounted the net_cls cgroup hierarchy at $dir"
+}
+
 cmd_deps() {
   need_root
   deps_packages
+  deps_net_cls
   deps_dockerd
   deps_registry
   deps_artifacts

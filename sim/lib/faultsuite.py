@@ -170,6 +170,68 @@ def _kill_proxy() -> None:
     node_sh("p0", "kill -KILL $(docker inspect -f '{{.State.Pid}}' %s)" % PROXY_CONTAINER)
 
 
+def _freeze_engine(node: str) -> None:
+    """SIGSTOP every engine process of the node: they live on and hold their sockets, but answer nothing (a rank
+    stuck in a driver call or in HCCL, a wedged API server). Their lockstep DP group stalls with them."""
+    in_container(node, "pkill -STOP -f -- %s" % _q(ENGINE_PATTERN))
+
+
+def _thaw_engine(node: str) -> None:
+    in_container(node, "pkill -CONT -f -- %s" % _q(ENGINE_PATTERN))
+
+
+class TimedFault:
+    """A fault that lasts `seconds`, then ends by itself (a timer thread ends it, so the suite watches the cluster
+    meanwhile): a node frozen with docker pause, a node cut off by the network. identity() counts the ends: the
+    fault is over once it ended and the cluster is healthy again."""
+
+    def __init__(self, seconds: float, start: Callable[[], None], end: Callable[[], None]):
+        self.seconds, self._start, self._end, self.ends, self._timer = seconds, start, end, 0, None
+
+    def inject(self) -> None:
+        import threading
+        self._start()
+        self._timer = threading.Timer(self.seconds, self.end)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def end(self) -> None:
+        self._end()
+        self.ends += 1
+
+    def identity(self) -> str:
+        return "ended %d" % self.ends
+
+    def cleanup(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._end()   # a no-op when it ended already
+
+
+def _docker(verb: str, node: str) -> None:
+    subprocess.run(["docker", verb, NODE_PREFIX + node], capture_output=True, check=False, timeout=60)
+
+
+def _freeze_node(node: str) -> None:
+    """docker pause of the whole node: the containers its own docker engine runs first (their cgroups sit beside the
+    node's, not inside it, so pausing the node alone leaves its engines running), then the node itself."""
+    node_sh(node, "docker ps -q | xargs -r docker pause")
+    _docker("pause", node)
+
+
+def _thaw_node(node: str) -> None:
+    _docker("unpause", node)
+    node_sh(node, "docker ps -q --filter status=paused | xargs -r docker unpause")
+
+
+def _partition(verb: str, node: str) -> None:
+    """Cut node off from the other nodes, or heal its cut (sim/lib/partition.py, root)."""
+    done = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "partition.py"),
+                           verb, node], capture_output=True, text=True, check=False, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError("partition.py %s %s: %s" % (verb, node, (done.stderr or done.stdout).strip()))
+
+
 def _restart_node(node: str) -> None:
     subprocess.run(["docker", "restart", "-t", "10", NODE_PREFIX + node], capture_output=True, check=False, timeout=120)
 
@@ -190,7 +252,28 @@ def faults(restart_node: str = "d1") -> list:
               lambda: node_started_at(restart_node) + engine_pids(restart_node), 300),
         Fault("restart container yr_glm5 (p1)", lambda: node_sh("p1", "docker restart -t 5 %s" % CONTAINER),
               lambda: started_at("p1", CONTAINER), 180),
-    ]
+    ] + frozen_faults()
+
+
+def frozen_faults() -> list:
+    """Failures that end no process: frozen ranks (restarted by their own node's canary after vllm_down_grace, the
+    stalled rest of the group waits), a whole node frozen for 40 s (it thaws by itself) and a node cut off from the
+    others for 40 s (the cut heals by itself; the stalled groups resume, or their canaries restart them)."""
+    freeze = TimedFault(40, lambda: _freeze_node("d1"), lambda: _thaw_node("d1"))
+    return [
+        Fault("freeze a decode rank (d1: SIGSTOP, the process lives)", lambda: _freeze_engine("d1"),
+              lambda: engine_pids("d1"), 150, cleanup=lambda: _thaw_engine("d1")),
+        Fault("freeze a prefill rank (p1: SIGSTOP, the process lives)", lambda: _freeze_engine("p1"),
+              lambda: engine_pids("p1"), 150, cleanup=lambda: _thaw_engine("p1")),
+        Fault("freeze node d1 for 40 s (docker pause of it and its containers)", freeze.inject, freeze.identity, 150,
+              cleanup=freeze.cleanup),
+    ] + [partition_fault(node) for node in ("d1", "p1")]
+
+
+def partition_fault(node: str, seconds: float = 40) -> Fault:
+    cut = TimedFault(seconds, lambda: _partition("cut", node), lambda: _partition("heal", node))
+    return Fault("cut node %s off from the others for %g s (then heal)" % (node, seconds), cut.inject, cut.identity,
+                 180, cleanup=cut.cleanup)
 
 
 def wait_healthy(timeout: float, step: float = 2) -> list:

@@ -213,6 +213,9 @@ cmd_down() {
   else
     warn "no docker engine: no node containers or volumes to remove"
   fi
+  if command -v iptables >/dev/null && iptables -S A3SIM-PART >/dev/null 2>&1; then
+    log "partitions: $(python3 "$SIM_LIB/partition.py" heal)"
+  fi
   for n in "${NODES[@]}"; do
     ip=${NODE_IP[$n]}
     if lo_has_ip "$ip"; then
