@@ -380,11 +380,14 @@ def test_the_hold_names_the_peer_and_ends_when_the_peer_answers_again():
     # the first peer answers again: the hold passes to the one still failing, its wait starts then
     state, restart = sup.canary_step(state, {A: "hung"}, {P: True, Q: False}, 2, 3, 30, 80, BOUNDS)
     assert restart is None and state["held"] == {"by": Q, "since": 30}
-    # every peer answers: no hold any more, and a rank still silent is this node's own hang
+    assert state["hang"] == {A: 0}     # silence while held counts for nothing
+    # every peer answers: no hold any more; the group needs a moment to step again, so the hung rule counts afresh:
+    # a rank still silent for hang_failures rounds after that is this node's own hang
     state, restart = sup.canary_step(state, {A: "hung"}, {P: True, Q: True}, 2, 3, 40, 90, BOUNDS)
-    assert "held" not in state
+    assert "held" not in state and restart is None and state["hang"] == {A: 1}
+    state, restart = sup.canary_step(state, {A: "hung"}, {P: True, Q: True}, 2, 3, 50, 100, BOUNDS)
     assert restart == sup.CanaryRestart(
-        "hung: %s answers /health but produced no token in 4 canary requests in a row" % A, False)
+        "hung: %s answers /health but produced no token in 2 canary requests in a row" % A, False)
 
 
 def test_a_local_frozen_rank_is_restarted_even_while_a_peer_also_fails():

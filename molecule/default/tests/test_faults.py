@@ -219,3 +219,39 @@ def test_status_fits_one_screen():
     msg = out[out.index("Show the cluster"):]
     for node in IPS:
         assert re.search(r"\b%s\s+(prefill|decode)\s+%s\s+running" % (node, re.escape(IPS[node])), msg), msg[:3000]
+
+
+def test_a_frozen_rank_is_named_as_the_member_that_holds_its_group_then_its_node_restarts_it():
+    """SIGSTOP of d1's rank: d1's /health stops answering, d0's rank stalls with it (lockstep) while its /health stays
+    200; d0's canary holds (no restart of its own) and status.yml names d1 as the member that holds the group. d1's
+    canary timer is stopped meanwhile (its node "did not bring it back" yet), so the hold lasts while status.yml reads
+    it; started again, d1's canary restarts d1's engines after vllm_down_grace, and the group serves again."""
+    engine = "^[^ ]*python[0-9.]* -m vllm_sim serve"
+    before = in_container("d1", "pgrep -f -- '%s'" % engine).stdout.split()
+    NODES["d1"].check_output("systemctl stop ascend-vllm-canary.timer")
+    in_container("d1", "pkill -STOP -f -- '%s'" % engine)
+    try:
+        _frozen_rank_is_held_then_restarted(engine, before)
+    finally:
+        NODES["d1"].check_output("systemctl start ascend-vllm-canary.timer")
+        in_container("d1", "pkill -CONT -f -- '%s'" % engine)
+    journal = NODES["d1"].run("journalctl -u ascend-vllm-canary --no-pager -n 50").stdout
+    assert "stopped serving: http://%s:6700 answered /health since this start" % IPS["d1"] in journal, journal
+    assert "DP group held by http://%s:6700" % IPS["d1"] in NODES["d0"].run(
+        "journalctl -u ascend-vllm-canary --no-pager -n 50").stdout
+
+
+def _frozen_rank_is_held_then_restarted(engine, before):
+    held = "/var/lib/ascend-vllm-pd/supervise/ascend-vllm.service.jsonl.canary"
+    assert wait_for(lambda: '"held"' in NODES["d0"].run("cat %s", held).stdout, timeout=60, step=1), \
+        NODES["d0"].run("journalctl -u ascend-vllm-canary --no-pager -n 20").stdout
+    assert NODES["d0"].run("curl -s -o /dev/null -w '%%{http_code}' --max-time 3 http://%s:6700/health",
+                           IPS["d0"]).stdout == "200"
+    rc, out = play("playbooks/status.yml")
+    assert rc == 0, out[-3000:]
+    flat = " ".join(out.split())    # the yaml callback folds long lines
+    assert re.search(r"HELD on d0 by http://%s:6700 since [0-9-]+ [0-9:]+: its ranks produce no token while that "
+                     r"member fails /health" % re.escape(IPS["d1"]), flat), out[-3000:]
+    NODES["d1"].check_output("systemctl start ascend-vllm-canary.timer")
+    assert wait_for(lambda: in_container("d1", "pgrep -f -- '%s'" % engine).stdout.split() not in ([], before)
+                    and ranks_healthy(), timeout=150)

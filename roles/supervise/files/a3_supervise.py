@@ -179,7 +179,8 @@ def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_
       held      (bounds) a local rank is silent while a peer fails /health: in a lockstep DP group a frozen peer
                 stalls every member, and restarting here cannot help until the peer's own node restarted it. Wait up
                 to peer_wait (state "held" names the peer), then restart so the group forms again (peer: True).
-      hung      a local rank silent hang_failures rounds in a row (with every peer healthy when bounds are given).
+      hung      a local rank silent hang_failures rounds in a row (with bounds: rounds with every peer healthy; a
+                hold starts the count over, since a stalled group needs a moment to step again after its peer is back).
       peer      a peer fails /health peer_failures rounds in a row while every local rank serves; with bounds once
                 per outage of that peer (state "peer_restarted"), so a peer that stays away does not restart this
                 node again and again.
@@ -224,11 +225,11 @@ def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_
         for url, since in sorted(down_since.items()):
             if url in answered and now - since >= bounds.down_grace:
                 return after, CanaryRestart(
-                    "stopped serving: %s answered /health since this start, then failed it for %gs (grace %gs): a "
+                    "stopped serving: %s answered /health since this start, then failed it for %.0fs (grace %gs): a "
                     "frozen or wedged rank, whose process lives on" % (url, now - since, bounds.down_grace), False)
             if url not in answered and up_for is not None and up_for >= bounds.start_timeout:
                 return after, CanaryRestart(
-                    "never served: %s has not answered /health in the %gs since the unit started (start timeout "
+                    "never served: %s has not answered /health in the %.0fs since the unit started (start timeout "
                     "%gs)" % (url, up_for, bounds.start_timeout), False)
     silent = [url for url, n in sorted(hang.items()) if n > 0]
     if bounds is not None and silent and peers_down:
@@ -236,9 +237,11 @@ def canary_step(state: dict, local: dict, peers: dict, hang_failures: int, peer_
         if held.get("by") not in peers_down:
             held = {"by": peers_down[0], "since": now}
             state["held"] = held
+        for url in hang:        # silence while held is the peer's doing: the hung rule counts afresh after the hold
+            hang[url] = 0
         if now - held["since"] >= bounds.peer_wait:
             return after, CanaryRestart(
-                "DP group held by %s: it has failed /health for %gs while this node's ranks produce no token (%s); "
+                "DP group held by %s: it has failed /health for %.0fs while this node's ranks produce no token (%s); "
                 "its own node did not bring it back within %gs: restarting this node's ranks so the whole group "
                 "forms again" % (held["by"], now - held["since"], ", ".join(silent), bounds.peer_wait), True)
         return state, None
