@@ -362,7 +362,7 @@ class DPGroup:
                 if self._pending:
                     continue
                 self.seq += 1
-                self._pending = {r for r in self.members}
+                self._pending = set(self.members)
                 conns = [c for c, _info in self.members.values()]
                 msg = (json.dumps({"op": "step", "n": self.seq}) + "\n").encode()
             for c in conns:
