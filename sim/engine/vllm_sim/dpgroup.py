@@ -35,18 +35,8 @@ WHERE = "core.py:1021"
 CORE = "/usr/local/lib/python3.11/site-packages/vllm/v1/engine/core.py"
 
 
-def dp_timeout_s():
-    for name in ("A3SIM_DP_TIMEOUT_S", "VLLM_ENGINE_READY_TIMEOUT_S"):
-        v = os.environ.get(name)
-        if v:
-            try:
-                return float(v)
-            except ValueError:
-                pass
-    return 120.0
-
-
 def _env_seconds(names, default):
+    """The first of the variables names that holds a number, else default."""
     for name in names:
         v = os.environ.get(name)
         if v:
@@ -55,6 +45,10 @@ def _env_seconds(names, default):
             except ValueError:
                 pass
     return default
+
+
+def dp_timeout_s():
+    return _env_seconds(("A3SIM_DP_TIMEOUT_S", "VLLM_ENGINE_READY_TIMEOUT_S"), 120.0)
 
 
 def exec_timeout_s():
