@@ -138,7 +138,9 @@ deps_net_cls() {
   local dir=/sys/fs/cgroup/net_cls
   [ -e /sys/fs/cgroup/cgroup.controllers ] && { log "cgroup v2: no net_cls hierarchy (partitions are not available)"; return 0; }
   mountpoint -q "$dir" && return 0
-  mkdir -p "$dir" && mount -t cgroup -o net_cls net_cls "$dir" || die "cannot mount the net_cls cgroup hierarchy at $dir"
+  if ! { mkdir -p "$dir" && mount -t cgroup -o net_cls net_cls "$dir"; }; then
+    die "cannot mount the net_cls cgroup hierarchy at $dir"
+  fi
   log "mounted the net_cls cgroup hierarchy at $dir"
 }
 
