@@ -84,7 +84,7 @@ def test_installed_collection_renders_the_golden_files(env, tarball):
 
 
 PLAYBOOKS = ("site", "validate", "preflight", "deploy", "render", "status", "stop", "verify", "teardown", "monitoring",
-             "benchmark")
+             "benchmark", "collect")
 
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import tarfile
 import time
 
 import testinfra
@@ -255,3 +257,33 @@ def _frozen_rank_is_held_then_restarted(engine, before):
     NODES["d1"].check_output("systemctl start ascend-vllm-canary.timer")
     assert wait_for(lambda: in_container("d1", "pgrep -f -- '%s'" % engine).stdout.split() not in ([], before)
                     and ranks_healthy(), timeout=150)
+
+
+def test_the_support_bundle_is_written_with_a_node_down(tmp_path):
+    """playbooks/collect.yml with d1 paused (docker refuses to exec in it): one archive
+    on the controller, every other node collected, d1 listed as unreachable with the reason, nothing left on the
+    nodes."""
+    subprocess.run(["docker", "pause", "a3sim-d1"], check=True, capture_output=True, timeout=60)
+    try:
+        rc, out = play("playbooks/collect.yml", "-e", "support_bundle_dir=%s" % tmp_path)
+    finally:
+        subprocess.run(["docker", "unpause", "a3sim-d1"], check=False, capture_output=True, timeout=60)
+    assert rc == 0, out[-3000:]
+    archives = list(tmp_path.glob("a3-support-*.tar.gz"))
+    assert len(archives) == 1, out[-3000:]
+    assert archives[0].stat().st_mode & 0o777 == 0o600
+    with tarfile.open(archives[0]) as tar:
+        names = tar.getnames()
+        top = names[0].split("/")[0]
+        manifest = json.load(tar.extractfile("%s/manifest.json" % top))
+    hosts = manifest["hosts"]
+    # a paused container refuses docker exec: Ansible's docker connection reports the run on it as failed (over ssh,
+    # a node that is down is unreachable); either way the manifest names it and says why, and nothing came from it
+    assert hosts["d1"]["status"] in ("unreachable", "failed") and hosts["d1"]["reason"], hosts["d1"]
+    assert not [n for n in names if n.startswith("%s/d1/" % top) and not n.endswith(("ERROR.txt", "UNREACHABLE.txt"))]
+    for node in ("p0", "p1", "d0"):
+        assert hosts[node]["status"] in ("collected", "partial"), hosts[node]
+        assert "%s/%s/journal/ascend-vllm.service.log" % (top, node) in names
+    assert "%s/p0/proxy/admin-a3-backends.json" % top in names
+    assert "%s/d0/supervise/status.json" % top in names
+    assert NODES["d0"].run("ls /tmp | grep -c a3-support || true").stdout.strip() in ("", "0")
