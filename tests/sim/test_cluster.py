@@ -57,7 +57,7 @@ def test_shellcheck():
 def test_help_lists_every_subcommand():
     res = run(str(CLUSTER), "help")
     assert res.returncode == 0
-    for cmd in ("deps", "build", "up", "down", "status", "fault"):
+    for cmd in ("deps", "build", "up", "down", "status", "fault", "partition", "heal"):
         assert f"cluster.sh {cmd}" in res.stdout
 
 
