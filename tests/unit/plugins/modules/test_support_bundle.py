@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime
 import json
 import re
-import sys
 import tarfile
 import time
 from pathlib import Path
