@@ -3,6 +3,7 @@
 it prints, and its documentation against its argument spec."""
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -22,26 +23,10 @@ SEED = {"kv_port": 30000, "mooncake": MOONCAKE, "dp_size": 2, "tp_size": 16, "po
         "pool_enabled": True}
 
 
-def _module_args(args):
-    """The patch that hands main() its arguments: ansible-core's own helper (2.19), else the raw _ANSIBLE_ARGS."""
-    try:
-        from ansible.module_utils.testing import patch_module_args
-        return patch_module_args(args)
-    except ImportError:  # ansible-core 2.18
-        from unittest import mock
-        from ansible.module_utils import basic
-        return mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode())
-
-
 @pytest.fixture
-def run(capsys):
+def run(run_main):
     """``run({...}, check_mode=False)`` -> (the JSON main() printed, its exit status)."""
-    def call(args, check_mode=False):
-        params = dict(args, _ansible_check_mode=check_mode)
-        with _module_args(params), pytest.raises(SystemExit) as exited:
-            kv_transfer_config.main()
-        return json.loads(capsys.readouterr().out), exited.value.code
-    return call
+    return functools.partial(run_main, kv_transfer_config.main)
 
 
 def host_args(side, instances, **extra):

@@ -5,6 +5,7 @@ documentation against its argument spec, and playbooks/collect.yml's use of it."
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import re
 import tarfile
@@ -22,26 +23,10 @@ KEY = "sk-engine-key-123456"
 TOKEN = "admin-tok-987654"
 
 
-def _module_args(args):
-    """The patch that hands main() its arguments: ansible-core's own helper (2.19), else the raw _ANSIBLE_ARGS."""
-    try:
-        from ansible.module_utils.testing import patch_module_args
-        return patch_module_args(args)
-    except ImportError:  # ansible-core 2.18
-        from unittest import mock
-        from ansible.module_utils import basic
-        return mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode())
-
-
 @pytest.fixture
-def run(capsys):
+def run(run_main):
     """``run({...}, check_mode=False)`` -> (the JSON main() printed, its exit status)."""
-    def call(args, check_mode=False):
-        params = dict(args, _ansible_check_mode=check_mode)
-        with _module_args(params), pytest.raises(SystemExit) as exited:
-            support_bundle.main()
-        return json.loads(capsys.readouterr().out), exited.value.code
-    return call
+    return functools.partial(run_main, support_bundle.main)
 
 
 def by_name(result):
