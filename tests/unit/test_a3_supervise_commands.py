@@ -449,6 +449,27 @@ def test_canary_unauthorized(tmp_path, content, expected):
     assert sup.canary_unauthorized(str(record)) == expected
 
 
+@pytest.mark.parametrize("state, expected", [
+    ({"held": {"by": "http://p", "since": 940}}, "http://p since 1970-01-01 00:15:40"),
+    ({"held": {"by": "http://p"}}, ""),
+    ({"held": {"since": 940}}, ""),
+    ({"held": {"by": "http://p", "since": "x"}}, ""),
+    ({"held": None}, ""),
+    ({"held": []}, ""),
+    ({}, ""),
+])
+def test_canary_held(clock, state, expected):
+    assert sup.canary_held(state) == expected
+
+
+def test_the_canary_state_is_read_as_an_object_or_nothing(tmp_path):
+    record = str(tmp_path / "u.jsonl")
+    assert sup.read_canary_state(record) == {}
+    for text, expected in (('{"hang": {}}', {"hang": {}}), ("[1]", {}), ("not json", {})):
+        Path(record + ".canary").write_text(text)
+        assert sup.read_canary_state(record) == expected
+
+
 def test_status_of_units_pins_the_whole_answer(clock, tmp_path, monkeypatch, capsys):
     record = str(tmp_path / "a.service.jsonl")
     for event in (_crash(100), dict(_crash(939), reason="old"), dict(_crash(940), reason="boom"),

@@ -571,13 +571,7 @@ def cmd_canary(args) -> int:
         if os.path.exists(state_path):
             os.unlink(state_path)
         return 0
-    try:
-        with open(state_path, encoding="utf-8") as fh:
-            state = json.load(fh)
-    except (OSError, ValueError):
-        state = {}
-    if not isinstance(state, dict):
-        state = {}
+    state = read_canary_state(cfg["record"])
     invocation = show.get("InvocationID", "")
     if invocation and state.get("invocation") != invocation:
         # a new start of the unit (the canary did not see it inactive in between): its ranks start afresh
@@ -649,35 +643,42 @@ def unit_up_for(show: dict, monotonic_now: float):
     return max(0.0, monotonic_now - entered / 1e6)
 
 
-def canary_held(record: str) -> str:
-    """"<peer url> since <time>" when the unit's canary last found its DP group held by a peer, else ""."""
+def read_canary_state(record: str) -> dict:
+    """The canary's state beside the unit's record (a JSON object), {} when there is none or it cannot be read (e.g.
+    for a unit without a canary)."""
     try:
         with open(record + ".canary", encoding="utf-8") as fh:
-            held = json.load(fh).get("held") or {}
+            state = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def canary_held(state: dict) -> str:
+    """"<peer url> since <time>" when the canary's state says its DP group is held by a peer, else ""."""
+    try:
+        held = state.get("held") or {}
         return "%s since %s" % (held["by"], time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(held["since"])))
-    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError):
         return ""
 
 
-def canary_unauthorized(record: str) -> list:
+def canary_unauthorized(record: str, state=None) -> list:
     """The local ranks the unit's canary found refusing its key in its last round, as "url (HTTP n)" (the canary's
-    state beside the record; [] without one, e.g. for a unit without a canary)."""
-    try:
-        with open(record + ".canary", encoding="utf-8") as fh:
-            known = json.load(fh).get("unauthorized") or {}
-    except (OSError, ValueError, AttributeError):
-        return []
+    state beside the record, or the state given; [] without one, e.g. for a unit without a canary)."""
+    known = (read_canary_state(record) if state is None else state).get("unauthorized") or {}
     return ["%s (HTTP %s)" % (url, status) for url, status in sorted(known.items())]
 
 
 def unit_status(unit: str, record: str, window_s: float, now: float) -> dict:
     events = read_record(record)
+    canary = read_canary_state(record)
     crashes = [e for e in events if not e.get("planned")]
     show = systemctl_show(unit, ["ActiveState", "SubState", "Result", "NRestarts", "UnitFileState"])
     last = crashes[-1] if crashes else None
     return {
-        "canary_unauthorized": canary_unauthorized(record),
-        "held_by": canary_held(record),
+        "canary_unauthorized": canary_unauthorized(record, canary),
+        "held_by": canary_held(canary),
         "unit": unit,
         "active": show.get("ActiveState", "unknown"),
         "sub": show.get("SubState", ""),
