@@ -20,21 +20,22 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import loadgen  # noqa: E402  (the module beside this one)
+import loadgen  # noqa: E402  (the modules beside this one)
+import partition  # noqa: E402
+from partition import NODE_IPS, NODE_PREFIX  # noqa: E402  (the nodes' names and addresses, written once)
 
-NODE_IPS = {"p0": "127.30.0.11", "p1": "127.30.0.12", "d0": "127.30.0.13", "d1": "127.30.0.14"}
 PREFILL, DECODE = ("p0", "p1"), ("d0", "d1")
 API_PORT, WORKER_PORT, ETCD = 6700, 18481, "127.30.0.11:2379"
 PROXY = "http://127.30.0.11:8088"
 MODEL = "glm-5.1"
 CONTAINER, PROXY_CONTAINER = "yr_glm5", "yr_glm5_proxy"
-NODE_PREFIX = os.environ.get("A3SIM_NODE_PREFIX", "a3sim-")
 # The engine processes inside yr_glm5 (`python3 -m vllm_sim serve ...`, started by the `vllm` shim). Anchored
 # at the start of the command line, so that the `bash -c` running pgrep/pkill never matches itself.
 ENGINE_PATTERN = "^[^ ]*python[0-9.]* -m vllm_sim serve"
@@ -189,7 +190,6 @@ class TimedFault:
         self.seconds, self._start, self._end, self.ends, self._timer = seconds, start, end, 0, None
 
     def inject(self) -> None:
-        import threading
         self._start()
         self._timer = threading.Timer(self.seconds, self.end)
         self._timer.daemon = True
@@ -222,14 +222,6 @@ def _freeze_node(node: str) -> None:
 def _thaw_node(node: str) -> None:
     _docker("unpause", node)
     node_sh(node, "docker ps -q --filter status=paused | xargs -r docker unpause")
-
-
-def _partition(verb: str, node: str) -> None:
-    """Cut node off from the other nodes, or heal its cut (sim/lib/partition.py, root)."""
-    done = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "partition.py"),
-                           verb, node], capture_output=True, text=True, check=False, timeout=120)
-    if done.returncode != 0:
-        raise RuntimeError("partition.py %s %s: %s" % (verb, node, (done.stderr or done.stdout).strip()))
 
 
 def _restart_node(node: str) -> None:
@@ -271,7 +263,7 @@ def frozen_faults() -> list:
 
 
 def partition_fault(node: str, seconds: float = 40) -> Fault:
-    cut = TimedFault(seconds, lambda: _partition("cut", node), lambda: _partition("heal", node))
+    cut = TimedFault(seconds, lambda: partition.cut(node), lambda: partition.heal(node))   # root
     return Fault("cut node %s off from the others for %g s (then heal)" % (node, seconds), cut.inject, cut.identity,
                  180, cleanup=cut.cleanup)
 
