@@ -9,6 +9,7 @@
 #   sim/cluster.sh fault NODE JSON|@FILE|-|clear   write (or remove) /etc/a3sim/faults.json in NODE
 #   sim/cluster.sh partition NODE    cut NODE off from the other nodes (packet filter, sim/lib/partition.py)
 #   sim/cluster.sh heal [NODE]       heal NODE's cut, or every cut
+#   sim/cluster.sh sdist             download the vllm-ascend sdist (cached) and print its path
 #
 # Every command is idempotent. Caches live in sim/.cache (or $A3SIM_CACHE_DIR) and survive `down`.
 set -euo pipefail
@@ -33,7 +34,7 @@ take_lock() {
   fi
 }
 
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 main() {
   local cmd=${1:-help}
@@ -57,6 +58,12 @@ main() {
         [ $# -le 1 ] || die "usage: cluster.sh heal [NODE]"
         python3 "$SIM_LIB/partition.py" heal "$@"
       fi
+      ;;
+    sdist)
+      [ $# -eq 0 ] || die "'sdist' takes no arguments"
+      download_sdist
+      echo "$SDIST_FILE"
+      return 0
       ;;
     help | -h | --help)
       usage
