@@ -18,7 +18,9 @@ SUB_PACKAGES=(python3 python3-pip python3-venv python-is-python3 git ca-certific
   numactl curl net-tools)
 
 # What the substitute image installs from wheels downloaded on the host (Debian 12 = CPython 3.11).
-SUB_WHEELS=("fastapi<0.124.0" httpx uvicorn)
+# uvicorn's standard extras (uvloop, httptools) and sniffio as a vLLM image has them (vLLM asks for fastapi[standard]):
+# the proxy runs on uvloop and httptools there, so it does here.
+SUB_WHEELS=("fastapi<0.124.0" httpx "uvicorn[standard]" sniffio)
 # The seed's pins (patches role), carried in the image at /opt/a3sim/wheels for an index-free
 # `pip install --no-deps --force-reinstall` (inventories/sim: patches_pip_index_args).
 PIN_WHEELS=(transformers==5.2.0 huggingface_hub==1.5.0)

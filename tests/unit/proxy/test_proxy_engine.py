@@ -218,3 +218,27 @@ def test_upstream_close_ends_a_hung_app_as_a_disconnect():
 
     up = asyncio.run(run())
     assert seen == ["http.disconnect", "send refused"] and not up.client_gone
+
+
+def test_a_queued_message_is_taken_without_waiting_even_at_a_spent_deadline():
+    """get() takes what is already queued at once: a timeout of 0 (the first-byte deadline just spent) still gets
+    it, and an empty queue still times out."""
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await asyncio.sleep(3600)
+
+    async def never():
+        await asyncio.sleep(3600)
+
+    async def run():
+        up = engine.Upstream(app, {"type": "http", "headers": []}, b"{}", never)
+        while up.queue.empty():
+            await asyncio.sleep(0.001)
+        got = await up.get(0)
+        with pytest.raises(asyncio.TimeoutError):
+            await up.get(0)
+        assert await up.close(grace=1)
+        return got
+
+    kind, message = asyncio.run(run())
+    assert kind == "msg" and message["status"] == 200

@@ -176,3 +176,34 @@ def test_a_listener_that_fails_stops_the_other_and_the_core(monkeypatch):
     monkeypatch.setattr(server, "make_server", lambda *args: FakeServer(core, next(fakes)))
     assert asyncio.run(server.serve(core, [(app, LOCAL, 0), (app, LOCAL, 0)], 5)) == 1
     assert core.events == ["start", "served", "stop"]  # the other listener ended before the core stopped
+
+
+def test_the_loop_is_uvloops_when_the_image_has_it(monkeypatch):
+    import sys
+    import types
+    made_loops = []
+
+    def new_event_loop():
+        loop = asyncio.new_event_loop()
+        made_loops.append(loop)
+        return loop
+
+    monkeypatch.setitem(sys.modules, "uvloop", types.SimpleNamespace(new_event_loop=new_event_loop))
+    assert server.loop_factory() == ("uvloop", new_event_loop)
+
+    async def answer():
+        return asyncio.get_running_loop()
+
+    assert server.run(answer()) is made_loops[0] and made_loops[0].is_closed()
+
+
+def test_the_loop_is_asyncios_without_uvloop(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop raises ImportError
+    name, factory = server.loop_factory()
+    assert (name, factory) == ("asyncio", asyncio.new_event_loop)
+
+    async def seven():
+        return 7
+
+    assert server.run(seven()) == 7

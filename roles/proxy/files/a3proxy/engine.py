@@ -270,6 +270,10 @@ class Upstream(object):
         await self.queue.put(("msg", message))
 
     async def get(self, timeout=None):
+        """The next message of the upstream; asyncio.TimeoutError after timeout seconds without one. A message
+        already queued is taken at once (no timer: a stream's chunks mostly arrive faster than they are sent)."""
+        if not self.queue.empty():
+            return self.queue.get_nowait()
         if timeout is None:
             return await self.queue.get()
         return await asyncio.wait_for(self.queue.get(), timeout)

@@ -2,7 +2,6 @@
 # Managed by the ascend.vllm_pd collection (role proxy).
 """The command line entry of the wrapper (a3_proxy.py calls main())."""
 
-import asyncio
 import logging
 import os
 import sys
@@ -63,7 +62,7 @@ def main(argv=None):
     upstream.global_args = args
     from .apps import AdminApp, PublicApp
     from .core import HonestProxy
-    from .server import serve
+    from .server import run, serve
     log.info("wrapping %s: prefill %s, decode %s; public listener %s:%d, admin listener %s:%d; client keys: %s, "
              "admin token: %s, backend key: %s", script,
              " ".join(backend_key(h, p) for h, p in args.prefiller_instances),
@@ -73,4 +72,4 @@ def main(argv=None):
     core = HonestProxy(upstream, ours, secrets)
     listeners = [(PublicApp(core, ours, secrets.api_keys), args.host, args.port),
                  (AdminApp(core, ours, secrets.admin_token), ours.a3_admin_host, ours.a3_admin_port)]
-    return asyncio.run(serve(core, listeners, ours.a3_header_timeout))
+    return run(serve(core, listeners, ours.a3_header_timeout))

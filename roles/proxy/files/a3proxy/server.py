@@ -4,7 +4,8 @@
 
 Neither server runs a lifespan (the core starts the upstream's once, before both listen) nor installs signal
 handlers (each would take SIGTERM from the other): the loop's handler stops both. Both use uvicorn's own HTTP
-protocol (httptools or h11, as uvicorn picks) with the header timeout of limits.with_header_timeout.
+protocol (httptools or h11, as uvicorn picks) with the header timeout of limits.with_header_timeout. The loop is
+uvloop's when the image has it (a vLLM image does: uvicorn[standard]), asyncio's otherwise (run).
 """
 
 import asyncio
@@ -15,6 +16,28 @@ import signal
 from .limits import with_header_timeout
 
 log = logging.getLogger("a3_proxy")
+
+
+def loop_factory():
+    """(name, factory of the event loop) the proxy runs on: uvloop's when importable, else asyncio's default."""
+    try:
+        import uvloop
+    except ImportError:
+        return "asyncio", asyncio.new_event_loop
+    return "uvloop", uvloop.new_event_loop
+
+
+def run(coro):
+    """Run coro to its end on the loop of loop_factory and return its result."""
+    factory = loop_factory()[1]
+    if not hasattr(asyncio, "Runner"):  # Python before 3.11
+        loop = factory()
+        try:
+            return loop.run_until_complete(coro)
+        finally:
+            loop.close()
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro)
 
 
 def make_server(app, host, port, protocol):
