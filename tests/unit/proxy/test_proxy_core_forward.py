@@ -157,6 +157,23 @@ def test_a_non_stream_answer_goes_through_with_the_upstreams_headers(logs):
     assert loads(proxy) == IDLE and proxy.open == set()
 
 
+def test_the_request_path_counts_no_in_flight_requests(monkeypatch):
+    """A completion's health decision does without the backends' load and in-flight counts (walking every open
+    request per backend made each request cost more the more were open); /a3/backends still has them."""
+    calls = []
+
+    def inflight(self, backend):
+        calls.append(backend.key)
+        return 0
+
+    monkeypatch.setattr(core.HonestProxy, "inflight", inflight)
+    app = scripted(books(released=True), contacted((PREFILL, 200), (DECODE, 200)), start(200),
+                   body(NAMED, False))
+    proxy, sent = run(app)
+    assert sent[0]["status"] == 200 and calls == []
+    assert sorted(s["backend"] for s in proxy.backends_answer()) == sorted(calls) == sorted([PREFILL, DECODE])
+
+
 def test_an_answer_without_a_content_type_is_json():
     proxy, sent = run(scripted(start(200, [(b"x-extra", b"1")]), body(ANSWER, False)))
     assert sent[0]["headers"] == [(b"content-type", JSON), (b"content-length", str(len(ANSWER)).encode()),

@@ -242,3 +242,33 @@ def test_a_queued_message_is_taken_without_waiting_even_at_a_spent_deadline():
 
     kind, message = asyncio.run(run())
     assert kind == "msg" and message["status"] == 200
+
+
+def test_a_backends_requests_take_turns_among_the_pools_with_the_upstreams_url_and_timeout():
+    import httpx
+    handled = []
+
+    def make_transport():
+        number = len(made)
+        made.append(number)
+        return httpx.MockTransport(lambda request: handled.append((number, str(request.url))) or httpx.Response(200))
+
+    made = []
+    original = httpx.AsyncClient(base_url="http://10.0.0.9:8000/v1", timeout=7.5)
+    client = engine.sharded_client(original, shards=3, make_transport=make_transport)
+    assert client is not original and client.base_url == original.base_url and client.timeout == httpx.Timeout(7.5)
+
+    async def send(count):
+        for _ in range(count):
+            await client.post("/completions", json={})
+        await client.aclose()
+
+    asyncio.run(send(7))
+    assert made == [0, 1, 2]
+    assert handled == [(i % 3, "http://10.0.0.9:8000/v1/completions") for i in range(7)]
+    assert engine.POOL_SHARDS == 8
+
+
+def test_a_client_that_is_not_httpxs_is_left_as_it_is():
+    fake = object()
+    assert engine.sharded_client(fake) is fake

@@ -131,14 +131,51 @@ def hook_client(client, hooks):
     client._a3_hooked = True
 
 
+# Connection pools per backend. httpcore's pool walks every connection it holds at each request's start and end (and
+# each idle one again for every idle one), which made it the largest cost of the proxy at 256 clients; the
+# connections of one backend spread over this many pools make each walk that many times shorter.
+POOL_SHARDS = 8
+
+
+def sharded_client(client, shards=POOL_SHARDS, make_transport=None):
+    """A client like the upstream's httpx.AsyncClient (its base URL and timeout; the upstream sets no other option
+    but unbounded limits) whose requests take turns among `shards` transports, each with its own connection pool
+    (make_transport() makes one; default an httpx.AsyncHTTPTransport without limits). Anything that is not an
+    httpx.AsyncClient is returned as it is."""
+    import httpx
+    if not isinstance(client, httpx.AsyncClient):
+        return client
+
+    class ShardedTransport(httpx.AsyncBaseTransport):
+        def __init__(self, transports):
+            self.transports, self.turn = transports, 0
+
+        async def handle_async_request(self, request):
+            transport = self.transports[self.turn]
+            self.turn = (self.turn + 1) % len(self.transports)
+            return await transport.handle_async_request(request)
+
+        async def aclose(self):
+            for transport in self.transports:
+                await transport.aclose()
+
+    if make_transport is None:
+        def make_transport():
+            return httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+    return httpx.AsyncClient(base_url=client.base_url, timeout=client.timeout,
+                             transport=ShardedTransport([make_transport() for _ in range(shards)]))
+
+
 def install_hooks(module, backend_api_key):
-    """Wrap the upstream's ServerState.__init__ so the client of every server it makes carries the hooks."""
+    """Wrap the upstream's ServerState.__init__ so every server it makes has a sharded client (sharded_client) that
+    carries the hooks."""
     hooks = make_hooks(backend_api_key)
     cls = module.ServerState
     original = getattr(cls.__init__, "_a3_original", cls.__init__)
 
     def __init__(self, *args, **kwargs):
         original(self, *args, **kwargs)
+        self.client = sharded_client(self.client)
         hook_client(self.client, hooks)
 
     __init__._a3_original = original
