@@ -1,14 +1,22 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to ascend.vllm_pd
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Rules of the proxy role's values: the extra flags of the proxy script and the environment proxy.sh unsets."""
+"""Rules of the proxy role's values: the extra flags of the proxy script, the environment proxy.sh unsets and the
+capacity of the serving edge (docs/capacity.md): every streamed token of the cluster passes through the proxy's one
+process."""
 from __future__ import annotations
 
+import collections
+
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import (
-    check_env_names, check_flag_dict, reads)
+    as_int, check_env_names, check_flag_dict, reads)
 
 # The proxy script's own arguments (roles/proxy/vars: proxy_upstream_args) and the wrapper's --a3-* ones.
 PROXY_FLAGS = ("port", "host", "prefiller-hosts", "prefiller-ports", "decoder-hosts", "decoder-ports")
+
+# What the proxy relays when every decode instance runs its max-num-seqs sequences at once: per_host is
+# ((host, instances, max-num-seqs), ...) in inventory order, sequences the sum of instances x max-num-seqs.
+RelayEstimate = collections.namedtuple("RelayEstimate", "per_host instances sequences tokens_per_sequence tokens_per_s")
 
 
 @reads("proxy_unset_env")
@@ -22,3 +30,80 @@ def check_extra_args(h, ctx):
     check_flag_dict(h, "proxy_extra_args", "the proxy", "max-retries: 3", False,
                     lambda flag: "the role sets --%s itself (from the topology and the proxy_* variables): remove "
                     "it" % flag if flag in PROXY_FLAGS or flag.startswith("a3-") else None)
+
+
+def _positive(value):
+    number = as_int(value)
+    return number if number is not None and number > 0 else None
+
+
+def decode_max_num_seqs(hv: dict):
+    """The decode engines' --max-num-seqs on one host (vllm_decode_serve_args over vllm_serve_args_common, as the
+    role combines them; max_num_seqs and max-num-seqs are one flag), or None: unset, null, false, a template or not a
+    positive integer."""
+    merged = {}
+    for layer in ("vllm_serve_args_common", "vllm_decode_serve_args"):
+        args = hv.get(layer)
+        if isinstance(args, dict):
+            merged.update((str(flag).replace("_", "-"), value) for flag, value in args.items())
+    return _positive(merged.get("max-num-seqs"))
+
+
+def relay_estimate(hosts: dict, decode_hosts: list, tokens_per_sequence):
+    """Streamed tokens/s the proxy relays when every decode instance runs max-num-seqs sequences, each at
+    tokens_per_sequence tokens/s: sum over the decode hosts of instances (vllm_decode_dp_size_local, else
+    vllm_dp_size_local) x max-num-seqs, times tokens_per_sequence. hosts: {host: values} (the inventory dict's
+    "hosts"). None when the layout does not tell: no decode host, or a host whose instance count or max-num-seqs is
+    not a positive integer (the layout and serve-flag rules name those). Standard library only, no I/O."""
+    per_host = []
+    for name in decode_hosts:
+        hv = hosts.get(name) or {}
+        own = hv.get("vllm_decode_dp_size_local")
+        instances = _positive(own if own is not None else hv.get("vllm_dp_size_local"))
+        seqs = decode_max_num_seqs(hv)
+        if instances is None or seqs is None:
+            return None
+        per_host.append((name, instances, seqs))
+    if not per_host:
+        return None
+    sequences = sum(instances * seqs for _unused, instances, seqs in per_host)
+    return RelayEstimate(tuple(per_host), sum(instances for _unused, instances, _seqs in per_host), sequences,
+                         tokens_per_sequence, sequences * tokens_per_sequence)
+
+
+def describe_layout(estimate, groups=1) -> str:
+    """'8 decode instances (2 hosts x 4, 1 DP group) x max-num-seqs 64 x proxy_tokens_per_sequence 40' (each host's
+    own numbers when they differ)."""
+    counts = {instances for _unused, instances, _seqs in estimate.per_host}
+    seqs = {s for _unused, _instances, s in estimate.per_host}
+    if len(counts) == 1 and len(seqs) == 1:
+        return "%d decode instances (%d hosts x %d, %d DP group%s) x max-num-seqs %d x proxy_tokens_per_sequence %d" % (
+            estimate.instances, len(estimate.per_host), counts.pop(), groups, "" if groups == 1 else "s", seqs.pop(),
+            estimate.tokens_per_sequence)
+    hosts = ", ".join("%s %d x %d" % row for row in estimate.per_host)
+    return ("%d decode instances x max-num-seqs per host (%s: %d sequences) x proxy_tokens_per_sequence %d"
+            % (estimate.instances, hosts, estimate.sequences, estimate.tokens_per_sequence))
+
+
+@reads("proxy_relay_capacity", "proxy_tokens_per_sequence", "vllm_dp_size_local", "vllm_decode_dp_size_local",
+       "vllm_decode_dp_groups", "vllm_serve_args_common", "vllm_decode_serve_args")
+def check_relay_capacity(h, ctx):
+    """On the proxy host: the decode side's full streaming load against what one proxy process relays. A value out
+    of its bounds (at least 1) is the spec's error; a layout relay_estimate cannot read is not estimated (the layout
+    and serve-flag rules name it)."""
+    capacity = _positive(h.get("proxy_relay_capacity"))
+    per_sequence = _positive(h.get("proxy_tokens_per_sequence"))
+    decode = ctx.groups.get("decode") or []
+    if capacity is None or per_sequence is None:
+        return
+    estimate = relay_estimate(ctx.hosts, decode, per_sequence)
+    if estimate is None or estimate.tokens_per_s <= capacity:
+        return
+    groups = _positive((ctx.hosts.get(decode[0]) or {}).get("vllm_decode_dp_groups")) or 1
+    h.warn("proxy_relay_capacity", capacity, "%s = %d tokens/s at full load, above this relay capacity of the "
+           "proxy's one process, which every streamed token passes through: the streams would slow down at the "
+           "proxy, not at the engines: measure the relay on this proxy host with benchmarks/edge_bench.py (the "
+           "collection's source repository) and set "
+           "proxy_relay_capacity to the streamed tokens/s it reports, or reduce the layout (fewer decode instances "
+           "or a lower max-num-seqs in vllm_decode_serve_args); a faster proxy engine is the long-term answer "
+           "(docs/capacity.md)" % (describe_layout(estimate, groups), estimate.tokens_per_s))

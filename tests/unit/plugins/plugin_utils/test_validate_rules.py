@@ -21,6 +21,7 @@ from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _specs as S
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _topology as T
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _validation as V
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation import base as B
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation import proxy as P
 
 ROOT = Path(__file__).resolve().parents[4]
 SEED_IPS = {"p0": "192.0.2.11", "p1": "192.0.2.12", "d0": "192.0.2.13", "d1": "192.0.2.14"}
@@ -630,6 +631,124 @@ def test_proxy_extra_arg_boolean():
     one(seed(proxy_extra_args={"max-retries": True}), prefix="p0",
         must=("proxy_extra_args is {'max-retries': True}", "the proxy takes '--max-retries <value>'",
               "set a number or a string"))
+
+
+# The capacity of the serving edge (docs/capacity.md): decode instances x max-num-seqs x tokens/s per sequence
+# against proxy_relay_capacity, on the proxy host (p0). The numbers are set here, not taken from the defaults.
+
+
+def edge(instances_per_host=4, seqs=64, **values):
+    """The seed with instances_per_host decode instances on each of d0 and d1 (tp 4, 4 x 4 = 16 NPUs), each with
+    max-num-seqs seqs (the step budget fits), and decode kv ports out of Mooncake's band (no new band warning)."""
+    inv = seed(vllm_decode_dp_size_local=instances_per_host, vllm_decode_tp_size=4, vllm_decode_kv_port=36000,
+               **values)
+    for hv in inv["hosts"].values():
+        hv["vllm_decode_serve_args"] = dict(hv["vllm_decode_serve_args"], **{"max-num-seqs": seqs,
+                                                                            "max-num-batched-tokens": 4 * seqs})
+    return inv
+
+
+def relay_warnings(inv):
+    return [w for w in V.validate(inv)[1] if "proxy_relay_capacity is" in w]
+
+
+def test_the_relay_estimate_of_the_seed_layout():
+    # 2 decode nodes x 1 instance (vllm_dp_size_local, the seed's) x max-num-seqs 8 x 40 tokens/s
+    estimate = P.relay_estimate(SEED["hosts"], SEED["groups"]["decode"], 40)
+    assert estimate == P.RelayEstimate((("d0", 1, 8), ("d1", 1, 8)), 2, 16, 40, 640)
+
+
+def test_the_relay_estimate_of_the_glm5_layout():
+    inv = edge()
+    estimate = P.relay_estimate(inv["hosts"], ["d0", "d1"], 40)
+    assert (estimate.instances, estimate.sequences, estimate.tokens_per_s) == (8, 512, 20480)
+    # a prefill host's values do not count, max_num_seqs is the same flag, the side's layer wins over the common one
+    inv["hosts"]["d1"]["vllm_decode_serve_args"] = {"max_num_seqs": 3}
+    inv["hosts"]["d1"]["vllm_serve_args_common"] = {"max-num-seqs": 100}
+    inv["hosts"]["p0"]["vllm_decode_dp_size_local"] = 100
+    assert P.relay_estimate(inv["hosts"], ["d0", "d1"], 5).per_host == (("d0", 4, 64), ("d1", 4, 3))
+    assert P.relay_estimate(inv["hosts"], ["d0", "d1"], 5).tokens_per_s == (4 * 64 + 4 * 3) * 5
+
+
+@pytest.mark.parametrize("change", [
+    {"vllm_decode_serve_args": {}},                       # max-num-seqs unset: vLLM's own default, not estimated
+    {"vllm_decode_serve_args": {"max-num-seqs": None}},   # null leaves the flag out
+    {"vllm_decode_serve_args": {"max-num-seqs": "{{ x }}"}},
+    {"vllm_decode_serve_args": {"max-num-seqs": 0}},
+    {"vllm_decode_dp_size_local": 0},
+    {"vllm_decode_dp_size_local": None, "vllm_dp_size_local": "x"},
+])
+def test_no_relay_estimate_when_the_layout_does_not_tell(change):
+    inv = edge()
+    inv["hosts"]["d1"].update(change)
+    assert P.relay_estimate(inv["hosts"], ["d0", "d1"], 40) is None
+    assert relay_warnings(inv) == []
+    assert P.relay_estimate(inv["hosts"], [], 40) is None
+
+
+def test_the_seed_layout_is_far_below_the_relay_capacity():
+    assert relay_warnings(seed()) == [] and relay_warnings(SIM) == []
+    # the defaults as shipped, whatever their numbers: the seed's 640 tokens/s is below the capacity
+    defaults = S.load()
+    assert 2 * 1 * 8 * defaults["proxy_tokens_per_sequence"].default <= defaults["proxy_relay_capacity"].default
+
+
+def test_eight_decode_instances_of_64_sequences_exceed_20000_tokens_per_second():
+    one(edge(proxy_relay_capacity=20000, proxy_tokens_per_sequence=40), kind="warning", prefix="p0",
+        must=("proxy_relay_capacity is 20000", "8 decode instances (2 hosts x 4, 1 DP group) x max-num-seqs 64 x "
+              "proxy_tokens_per_sequence 40 = 20480 tokens/s", "benchmarks/edge_bench.py", "set proxy_relay_capacity",
+              "reduce the layout", "faster proxy engine"))
+
+
+@pytest.mark.parametrize("capacity,warns", [(20479, True), (20480, False), (20481, False), (25000, False)])
+def test_the_relay_capacity_at_its_boundary(capacity, warns):
+    # 8 x 64 x 40 = 20480: a capacity equal to the estimate is enough
+    got = relay_warnings(edge(proxy_relay_capacity=capacity, proxy_tokens_per_sequence=40))
+    assert len(got) == int(warns), got
+    assert not warns or got[0].startswith("p0: proxy_relay_capacity is %d: " % capacity)
+
+
+@pytest.mark.parametrize("instances,seqs,per_sequence,tokens", [(8, 64, 40, 20480), (4, 128, 40, 20480),
+                                                                 (2, 512, 21, 21504), (1, 8, 2500, 20000)])
+def test_every_factor_of_the_relay_estimate_counts(instances, seqs, per_sequence, tokens):
+    inv = edge(instances // 2 or 1, seqs, proxy_tokens_per_sequence=per_sequence)
+    if instances == 1:  # a decode side of one host
+        del inv["groups"]["decode"][1:]
+    estimate = P.relay_estimate(inv["hosts"], inv["groups"]["decode"], per_sequence)
+    assert (estimate.instances, estimate.tokens_per_s) == (instances, tokens)
+    for hv in inv["hosts"].values():
+        hv["proxy_relay_capacity"] = tokens - 1
+    assert len(relay_warnings(inv)) == 1
+    for hv in inv["hosts"].values():
+        hv["proxy_relay_capacity"] = tokens
+    assert relay_warnings(inv) == []
+
+
+def test_the_relay_warning_names_each_hosts_own_numbers_when_they_differ():
+    inv = edge(proxy_relay_capacity=20000, proxy_tokens_per_sequence=60)
+    inv["hosts"]["d1"]["vllm_decode_serve_args"] = dict(inv["hosts"]["d1"]["vllm_decode_serve_args"],
+                                                        **{"max-num-seqs": 32})
+    # (4 x 64 + 4 x 32) x 60 = 23040
+    (got,) = relay_warnings(inv)
+    assert ("8 decode instances x max-num-seqs per host (d0 4 x 64, d1 4 x 32: 384 sequences) x "
+            "proxy_tokens_per_sequence 60 = 23040 tokens/s") in got, got
+
+
+def test_the_relay_capacity_names_the_decode_dp_groups():
+    inv = edge(proxy_relay_capacity=20000, vllm_decode_dp_groups=2)
+    (got,) = relay_warnings(inv)
+    assert "8 decode instances (2 hosts x 4, 2 DP groups) x max-num-seqs 64" in got, got
+    (got,) = relay_warnings(edge(proxy_relay_capacity=20000, vllm_decode_dp_groups=None))  # unset: one group
+    assert "8 decode instances (2 hosts x 4, 1 DP group) x max-num-seqs 64" in got, got
+
+
+@pytest.mark.parametrize("key", ["proxy_relay_capacity", "proxy_tokens_per_sequence"])
+@pytest.mark.parametrize("value", [0, -1, "x"])
+def test_a_relay_value_that_is_not_positive_is_an_error_not_an_estimate(key, value):
+    inv = edge(**dict({"proxy_relay_capacity": 20000, "proxy_tokens_per_sequence": 40}, **{key: value}))
+    errors = V.validate(inv)[0]
+    assert errors == ["%s: %s is %s: set an integer >= 1" % (ALL, key, B.show(value))], errors
+    assert relay_warnings(inv) == []
 
 
 # --- numbers, booleans, paths, addresses -----------------------------------------------------------------------

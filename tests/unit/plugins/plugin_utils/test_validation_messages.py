@@ -6,7 +6,7 @@ variable, the value and what to set. Operators read these words, so they are the
 from __future__ import annotations
 
 import pytest
-from test_validate_rules import S, SEED_WARNINGS, V, _args, _on, seed
+from test_validate_rules import S, SEED_WARNINGS, V, _args, _on, edge, seed
 
 # The warnings of an environment that sets none of the values the seed derives per node (both sides).
 DERIVED_ENV_MISSING = [
@@ -193,6 +193,19 @@ CASES = [
         "p0: proxy_extra_args is {'max-retries': True}: the proxy takes '--max-retries <value>': set a number or a "
         'string',
     ], [], id='proxy_args'),
+    pytest.param(edge(proxy_relay_capacity=20000, proxy_tokens_per_sequence=40), [], [
+        "p0: proxy_relay_capacity is 20000: 8 decode instances (2 hosts x 4, 1 DP group) x max-num-seqs 64 x "
+        "proxy_tokens_per_sequence 40 = 20480 tokens/s at full load, above this relay capacity of the proxy's one "
+        "process, which every streamed token passes through: the streams would slow down at the proxy, not at the "
+        "engines: measure the relay on this proxy host with benchmarks/edge_bench.py (the collection's source "
+        "repository) and set proxy_relay_capacity to the streamed tokens/s it reports, or reduce the layout (fewer decode instances or a lower max-num-seqs "
+        "in vllm_decode_serve_args); a faster proxy engine is the long-term answer (docs/capacity.md)",
+    ], id='relay_capacity'),
+    pytest.param(edge(proxy_relay_capacity=20480, proxy_tokens_per_sequence=40), [], [], id='relay_capacity_equal'),
+    pytest.param(seed(proxy_relay_capacity=0, proxy_tokens_per_sequence=-1), [
+        'p0, p1, d0, d1: proxy_tokens_per_sequence is -1: set an integer >= 1',
+        'p0, p1, d0, d1: proxy_relay_capacity is 0: set an integer >= 1',
+    ], [], id='relay_not_positive'),
     pytest.param(seed(proxy_unset_env=["OK", "BAD-1"]), [
         "p0, p1, d0, d1: proxy_unset_env is ['OK', 'BAD-1']: 'BAD-1' are not environment variable names: set names "
         'such as http_proxy',
