@@ -78,7 +78,7 @@ def venv(name, packages):
     shutil.rmtree(path, ignore_errors=True)
     subprocess.check_call([sys.executable, "-m", "venv", path])
     pip = subprocess.run([os.path.join(path, "bin", "python"), "-m", "pip", "install", "-q"] + list(packages),
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, check=False)
     if pip.returncode:
         raise SystemExit("pip install %s failed:\n%s" % (" ".join(packages), pip.stderr))
     with open(stamp, "w") as handle:
@@ -264,7 +264,7 @@ def table(rounds, engines):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0, help="per cell (default 4)")
     parser.add_argument("--engines", default=",".join(ENGINES))

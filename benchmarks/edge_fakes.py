@@ -276,7 +276,7 @@ async def load(url, clients, seconds, stream, n, direct):
     lat, stats = [], {"errors": 0, "tokens": 0}
     start = time.monotonic()
     await asyncio.gather(*(client(host, port, payload, stream, n, start + seconds, lat, stats)
-                           for _ in range(clients)))
+                           for _client in range(clients)))
     elapsed = time.monotonic() - start
     lat.sort()
 

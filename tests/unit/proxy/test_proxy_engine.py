@@ -259,7 +259,7 @@ def test_a_backends_requests_take_turns_among_the_pools_with_the_upstreams_url_a
     assert client is not original and client.base_url == original.base_url and client.timeout == httpx.Timeout(7.5)
 
     async def send(count):
-        for _ in range(count):
+        for _request in range(count):
             await client.post("/completions", json={})
         await client.aclose()
 

@@ -163,7 +163,7 @@ def sharded_client(client, shards=POOL_SHARDS, make_transport=None):
         def make_transport():
             return httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
     return httpx.AsyncClient(base_url=client.base_url, timeout=client.timeout,
-                             transport=ShardedTransport([make_transport() for _ in range(shards)]))
+                             transport=ShardedTransport([make_transport() for _shard in range(shards)]))
 
 
 def install_hooks(module, backend_api_key):

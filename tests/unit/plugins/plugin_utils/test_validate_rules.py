@@ -643,8 +643,8 @@ def edge(instances_per_host=4, seqs=64, **values):
     inv = seed(vllm_decode_dp_size_local=instances_per_host, vllm_decode_tp_size=4, vllm_decode_kv_port=36000,
                **values)
     for hv in inv["hosts"].values():
-        hv["vllm_decode_serve_args"] = dict(hv["vllm_decode_serve_args"], **{"max-num-seqs": seqs,
-                                                                            "max-num-batched-tokens": 4 * seqs})
+        flags = {"max-num-seqs": seqs, "max-num-batched-tokens": 4 * seqs}
+        hv["vllm_decode_serve_args"] = dict(hv["vllm_decode_serve_args"], **flags)
     return inv
 
 
@@ -708,8 +708,8 @@ def test_the_relay_capacity_at_its_boundary(capacity, warns):
     assert not warns or got[0].startswith("p0: proxy_relay_capacity is %d: " % capacity)
 
 
-@pytest.mark.parametrize("instances,seqs,per_sequence,tokens", [(8, 64, 40, 20480), (4, 128, 40, 20480),
-                                                                 (2, 512, 21, 21504), (1, 8, 2500, 20000)])
+@pytest.mark.parametrize("instances,seqs,per_sequence,tokens", [
+    (8, 64, 40, 20480), (4, 128, 40, 20480), (2, 512, 21, 21504), (1, 8, 2500, 20000)])
 def test_every_factor_of_the_relay_estimate_counts(instances, seqs, per_sequence, tokens):
     inv = edge(instances // 2 or 1, seqs, proxy_tokens_per_sequence=per_sequence)
     if instances == 1:  # a decode side of one host
