@@ -202,9 +202,7 @@ def is_secret_path(path, patterns=()):
     normal = os.path.normpath(str(path))
     for pattern in patterns or ():
         pattern = str(pattern)
+        # "/dir/*" covers everything under /dir: fnmatch's * matches "/" too
         if fnmatch.fnmatchcase(normal, os.path.normpath(pattern)) or normal == os.path.normpath(pattern):
-            return True
-        # a directory named as secret covers everything under it
-        if pattern.endswith("/*") and normal.startswith(os.path.normpath(pattern[:-2]) + os.sep):
             return True
     return False

@@ -98,7 +98,10 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\n%s\n%s\nAB==\n-----END RSA PRIVATE KEY--
 
 def test_a_pem_block_spanning_lines():
     text = "before\n" + PEM + "after\n"
-    assert red(text) == ("before\n-----BEGIN RSA PRIVATE KEY-----\n%s\n-----END RSA PRIVATE KEY-----\nafter\n" % M)
+    counts = {}
+    assert R.redact_text(text, counts=counts) == (
+        "before\n-----BEGIN RSA PRIVATE KEY-----\n%s\n-----END RSA PRIVATE KEY-----\nafter\n" % M)
+    assert counts == {"pem private key": 1}
     plain = "x -----BEGIN PRIVATE KEY-----\r\n%s\r\n-----END PRIVATE KEY----- y" % B64
     assert red(plain) == "x -----BEGIN PRIVATE KEY-----\n%s\n-----END PRIVATE KEY----- y" % M
     # a certificate is public: kept
@@ -114,10 +117,14 @@ def test_a_pem_block_inside_a_json_string():
 def test_a_pem_block_cut_by_a_log_tail():
     # the tail starts inside the block: the END and the base64 lines before it go, the log line above stays
     head_cut = "short log line\n%s\n%s\nAB==\n-----END PRIVATE KEY-----\nnext\n" % (B64, B64)
-    assert red(head_cut) == "short log line\n%s\n-----END PRIVATE KEY-----\nnext\n" % M
+    counts = {}
+    assert R.redact_text(head_cut, counts=counts) == "short log line\n%s\n-----END PRIVATE KEY-----\nnext\n" % M
+    assert counts == {"pem private key": 1}
     # the file ends inside the block
     tail_cut = "log\n-----BEGIN OPENSSH PRIVATE KEY-----\n%s\n%s" % (B64, B64[:20])
-    assert red(tail_cut) == "log\n-----BEGIN OPENSSH PRIVATE KEY-----\n%s" % M
+    counts = {}
+    assert R.redact_text(tail_cut, counts=counts) == "log\n-----BEGIN OPENSSH PRIVATE KEY-----\n%s" % M
+    assert counts == {"pem private key": 1}
     for text in (head_cut, tail_cut, PEM):
         assert B64 not in red(text)
 
