@@ -49,7 +49,7 @@ class FakeCore(object):
         await send_json(send, 200, {"drained": []})
 
     async def instances(self, scope, body, receive, send):
-        self.calls.append((scope["path"], body))
+        self.calls.append((scope["path"], body, "receive" if callable(receive) else receive))
         await send_json(send, 200, {"message": "ok"})
 
     async def models(self, send):
@@ -243,8 +243,8 @@ def test_the_admin_listener():
     assert status == 200 and headers["content-type"].startswith("text/plain") and body == b"a3_proxy_busy_total 0\n"
     for path in ("/a3/drain", "/a3/undrain", "/instances/add", "/instances/remove"):
         assert asgi(app, "POST", path, b'{"x": 1}')[0] == 200
-    assert core.calls == [("/a3/drain", b'{"x": 1}'), ("/a3/undrain", b'{"x": 1}'), ("/instances/add", b'{"x": 1}'),
-                          ("/instances/remove", b'{"x": 1}')]
+    assert core.calls == [("/a3/drain", b'{"x": 1}'), ("/a3/undrain", b'{"x": 1}'),
+                          ("/instances/add", b'{"x": 1}', "receive"), ("/instances/remove", b'{"x": 1}', "receive")]
     for method, path in (("GET", "/docs"), ("GET", "/openapi.json"), ("GET", "/redoc"), ("POST", "/v1/completions"),
                          ("GET", "/v1/models")):
         error_of(*asgi(app, method, path)[:3:2], 404, "unknown_url")
