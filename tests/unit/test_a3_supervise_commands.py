@@ -401,6 +401,45 @@ def test_the_canary_restarts_a_hung_rank_and_records_it_as_a_crash(clock, tmp_pa
     assert json.loads(Path(tmp_path / "u.jsonl.canary").read_text()) == {"hang": {}, "peer": {}}
 
 
+@pytest.mark.parametrize("after,restarted", [
+    ({"ActiveState": "active", "InvocationID": "one"}, True),
+    ({"ActiveState": "active", "InvocationID": "two"}, False),
+    ({"ActiveState": "activating", "InvocationID": "one"}, False),
+    ({}, False)])
+def test_a_restart_decided_for_a_start_that_ended_during_the_round_is_dropped(clock, tmp_path, monkeypatch, capsys,
+                                                                              after, restarted):
+    """A rolling restart may start the unit again while a round asks the old start's ranks: the verdict about the old
+    start must not restart the new one."""
+    answers = {A + "/health": (200, None), A + "/v1/completions": (0, None), P + "/health": (200, None)}
+    shows = [{"ActiveState": "active", "InvocationID": "one"}, after]
+    shown = []
+
+    def show(unit, props):
+        shown.append(props)
+        return dict(shows[len(shown) - 1])
+
+    record = str(tmp_path / "u.jsonl")
+    config = tmp_path / "canary.json"
+    config.write_text(json.dumps({"unit": "u.service", "record": record, "local": [A], "peers": [P], "model": "m",
+                                  "timeout": 7, "hang_failures": 1, "peer_failures": 1}))
+    calls = []
+    monkeypatch.setattr(sup, "systemctl_show", show)
+    monkeypatch.setattr(sup, "http_status", lambda url, timeout, body=None, headers=None: answers[url])
+    monkeypatch.setattr(sup.subprocess, "run", lambda argv, **kw: calls.append(argv))
+    assert sup.main(["canary", "--config", str(config)]) == 0
+    reason = "hung: %s answers /health but produced no token in 1 canary requests in a row" % A
+    assert shown == [["ActiveState", "InvocationID", "ActiveEnterTimestampMonotonic"], ["ActiveState", "InvocationID"]]
+    out = capsys.readouterr().out
+    state = json.loads(Path(record + ".canary").read_text())
+    if restarted:
+        assert calls == [["systemctl", "restart", "--no-block", "u.service"]] and out == "u.service: %s\n" % reason
+        assert len(sup.read_record(record)) == 1
+    else:
+        assert calls == [] and sup.read_record(record) == [] and state == {}
+        assert out == ("u.service: no restart: the unit started or stopped again during this round (the verdict "
+                       "was: %s); the next round judges its new start\n" % reason)
+
+
 def test_the_canary_restart_for_a_peer_resets_the_start_limit_first(clock, tmp_path, monkeypatch, capsys):
     answers = {A + "/health": (200, None), A + "/v1/completions": (200, {"choices": [{"text": "x"}]}),
                P + "/health": (0, None)}

@@ -601,7 +601,14 @@ def cmd_canary(args) -> int:
     held_before = (state.get("held") or {}).get("by")
     state, restart = canary_step(state, local, peers, cfg["hang_failures"], cfg["peer_failures"], time.time(),
                                  unit_up_for(show, time.monotonic()), bounds)
-    if restart is None and invocation:
+    if restart is not None and invocation and not same_start(unit, invocation):
+        # the unit was started (or stopped) while this round asked its ranks, e.g. by a rolling restart that
+        # replaced the container: the verdict is about a start that is over, and a restart now would end the new one
+        print("%s: no restart: the unit started or stopped again during this round (the verdict was: %s); the next "
+              "round judges its new start" % (unit, restart.reason))
+        sys.stdout.flush()
+        restart, state = None, dict((key, state[key]) for key in CANARY_KEPT if state.get(key))
+    elif restart is None and invocation:
         state["invocation"] = invocation
     with open(state_path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(state, fh)
@@ -621,6 +628,12 @@ def cmd_canary(args) -> int:
     append_record(cfg["record"], event)
     subprocess.run(["systemctl", "restart", "--no-block", unit], check=False, timeout=30)
     return 0
+
+
+def same_start(unit: str, invocation: str) -> bool:
+    """Whether the unit is still active in the start whose InvocationID a canary round read at its beginning."""
+    show = systemctl_show(unit, ["ActiveState", "InvocationID"])
+    return show.get("ActiveState") == "active" and show.get("InvocationID", "") == invocation
 
 
 def canary_bounds(cfg: dict):
