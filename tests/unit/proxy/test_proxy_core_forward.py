@@ -172,6 +172,8 @@ def test_the_request_path_counts_no_in_flight_requests(monkeypatch):
     proxy, sent = run(app)
     assert sent[0]["status"] == 200 and calls == []
     assert sorted(s["backend"] for s in proxy.backends_answer()) == sorted(calls) == sorted([PREFILL, DECODE])
+    # without counts, a snapshot says 0 of both rather than a stale or made-up number
+    assert [(s["outstanding_load"], s["inflight_requests"]) for s in proxy.snapshots(counts=False)] == [(0.0, 0)] * 2
 
 
 def test_an_answer_without_a_content_type_is_json():
