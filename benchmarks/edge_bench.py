@@ -34,6 +34,8 @@ import tarfile
 import time
 import urllib.request
 
+from edge_fakes import ENGINE_ID  # benchmarks/ is the script's directory, first on sys.path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, ".cache", "edge-bench")
 FAKES = os.path.join(ROOT, "benchmarks", "edge_fakes.py")
@@ -144,7 +146,7 @@ def cpu_seconds(pid):
 def chat_ok(port, direct=False):
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     if direct:
-        body["kv_transfer_params"] = {"do_remote_prefill": True, "remote_engine_id": "edge-bench-prefill"}
+        body["kv_transfer_params"] = {"do_remote_prefill": True, "remote_engine_id": ENGINE_ID}
     req = urllib.request.Request("http://127.0.0.1:%d/v1/chat/completions" % port, json.dumps(body).encode(),
                                  {"content-type": "application/json"})
     try:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import collections
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import (
-    as_int, check_env_names, check_flag_dict, reads)
+    Host, as_int, check_env_names, check_flag_dict, reads)
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.vllm_serve import merged_flags
 
 # The proxy script's own arguments (roles/proxy/vars: proxy_upstream_args) and the wrapper's --a3-* ones.
 PROXY_FLAGS = ("port", "host", "prefiller-hosts", "prefiller-ports", "decoder-hosts", "decoder-ports")
@@ -37,16 +38,11 @@ def _positive(value):
     return number if number is not None and number > 0 else None
 
 
-def decode_max_num_seqs(hv: dict):
-    """The decode engines' --max-num-seqs on one host (vllm_decode_serve_args over vllm_serve_args_common, as the
-    role combines them; max_num_seqs and max-num-seqs are one flag), or None: unset, null, false, a template or not a
-    positive integer."""
-    merged = {}
-    for layer in ("vllm_serve_args_common", "vllm_decode_serve_args"):
-        args = hv.get(layer)
-        if isinstance(args, dict):
-            merged.update((str(flag).replace("_", "-"), value) for flag, value in args.items())
-    return _positive(merged.get("max-num-seqs"))
+def decode_max_num_seqs(name: str, hv: dict):
+    """The decode engines' --max-num-seqs on one host (vllm_serve.merged_flags: vllm_decode_serve_args over
+    vllm_serve_args_common, as the role combines them), or None: unset, null, false, a template or not a positive
+    integer."""
+    return _positive(merged_flags(Host(name, hv, [], [], specs={}), "decode").get("max-num-seqs", (None,))[0])
 
 
 def relay_estimate(hosts: dict, decode_hosts: list, tokens_per_sequence):
@@ -60,7 +56,7 @@ def relay_estimate(hosts: dict, decode_hosts: list, tokens_per_sequence):
         hv = hosts.get(name) or {}
         own = hv.get("vllm_decode_dp_size_local")
         instances = _positive(own if own is not None else hv.get("vllm_dp_size_local"))
-        seqs = decode_max_num_seqs(hv)
+        seqs = decode_max_num_seqs(name, hv)
         if instances is None or seqs is None:
             return None
         per_host.append((name, instances, seqs))

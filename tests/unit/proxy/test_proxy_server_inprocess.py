@@ -189,7 +189,7 @@ def test_the_loop_is_uvloops_when_the_image_has_it(monkeypatch):
         return loop
 
     monkeypatch.setitem(sys.modules, "uvloop", types.SimpleNamespace(new_event_loop=new_event_loop))
-    assert server.loop_factory() == ("uvloop", new_event_loop)
+    assert server.loop_factory() is new_event_loop
 
     async def answer():
         return asyncio.get_running_loop()
@@ -200,8 +200,7 @@ def test_the_loop_is_uvloops_when_the_image_has_it(monkeypatch):
 def test_the_loop_is_asyncios_without_uvloop(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop raises ImportError
-    name, factory = server.loop_factory()
-    assert (name, factory) == ("asyncio", asyncio.new_event_loop)
+    assert server.loop_factory() is asyncio.new_event_loop
 
     async def seven():
         return 7

@@ -19,17 +19,17 @@ log = logging.getLogger("a3_proxy")
 
 
 def loop_factory():
-    """(name, factory of the event loop) the proxy runs on: uvloop's when importable, else asyncio's default."""
+    """The factory of the event loop the proxy runs on: uvloop's when importable, else asyncio's default."""
     try:
         import uvloop
     except ImportError:
-        return "asyncio", asyncio.new_event_loop
-    return "uvloop", uvloop.new_event_loop
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
 
 
 def run(coro):
     """Run coro to its end on the loop of loop_factory and return its result."""
-    factory = loop_factory()[1]
+    factory = loop_factory()
     if not hasattr(asyncio, "Runner"):  # Python before 3.11
         loop = factory()
         try:
