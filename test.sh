@@ -3,7 +3,7 @@
 # scenarios on the simulated A3 cluster. Installs and starts what it needs (./setup.sh, sim/cluster.sh).
 #   ./test.sh            everything
 #   ./test.sh fast       no simulated cluster (static + unit + golden + validation + alert rules + ansible-test sanity +
-#                        the installed tarball's render)
+#                        the installed tarball's render + Galaxy's import + the docs site in Chromium)
 #   ./test.sh mutants [--sample N] [--module TEXT] [--tests PATH] [--survivors] [--fresh]
 #                        mutation testing of the decision logic (tests/mutation.py): the score per module
 set -euo pipefail
@@ -40,6 +40,10 @@ step "ansible-test sanity (offline; tests/sanity.sh)"
 tests/sanity.sh
 step "collection tarball: members, install into an empty path, render from it"
 pytest -q -p no:cacheprovider tests/collection
+step "Galaxy's import of the tarball (galaxy-importer, ansible-lint on; tests/galaxy_import.sh)"
+tests/galaxy_import.sh
+step "docs site: antsibull-docs lint and build, every role and module page checked in headless Chromium"
+tests/docs/site.sh
 [ "$mode" = fast ] && exit 0
 
 step "mutation testing: a seeded sample of the decision modules' mutants (./test.sh mutants runs them all)"
