@@ -415,5 +415,6 @@ def test_meta_main_is_galaxy_info(role):
     for key in ("author", "description", "license", "min_ansible_version"):
         assert info.get(key), "%s: meta/main.yml galaxy_info.%s is missing" % (role, key)
     deps = [d.get("role") if isinstance(d, dict) else d for d in meta.get("dependencies") or []]
-    want = [] if role == SHARED else [SHARED]
+    # by full name: Galaxy's importer resolves no short role name
+    want = [] if role == SHARED else ["ascend.vllm_pd." + SHARED]
     assert deps == want, "%s: meta/main.yml dependencies must be %s (the shared values), got %s" % (role, want, deps)
