@@ -5,6 +5,8 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: json_line
+version_added: 1.0.0
+author: ascend.vllm_pd contributors (@ascend)
 short_description: The JSON object a command printed as its last C({...}) line
 description:
   - Scripts the roles run on a node (the KV pool smoke check) print their result as one JSON object on a line of its

@@ -3,32 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: size_gib
-short_description: Whole GiB of a size written as 500G, 1T, 2048 kB or bytes
-description:
-  - Reads a size the way the inventory writes it (a number with an optional k, M, G or T unit, binary multiples, or
-    an integer of bytes) and returns the whole GiB.
-  - The same file provides C(size_mib) (whole MiB), C(size_bytes) (bytes) and C(docker_size) (docker's
-    C(--shm-size) form, C(500g) or C(512m)), see plugins/plugin_utils/_topology.py.
-positional: _input
-options:
-  _input:
-    description: The size, e.g. C(500G).
-    type: raw
-    required: true
-"""
-
-EXAMPLES = r"""
-hugepages_count: "{{ (hugepages_target | ascend.vllm_pd.size_mib) // 2 }}"
-shm_size: "{{ container_shm_size | ascend.vllm_pd.docker_size }}"
-"""
-
-RETURN = r"""
-_value:
-  description: Whole GiB of the size.
-  type: int
-"""
+# Each filter of this file is documented in plugins/filter/<filter name>.yml: ansible-doc shows a
+# Python file's own DOCUMENTATION for every filter the file provides, so this one has none.
 
 from ansible.errors import AnsibleFilterError
 

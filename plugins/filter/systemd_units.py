@@ -3,54 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: unit_state_command
-short_description: Read systemd units' state inside a role's one read of its node, and parse what it printed
-description:
-  - The roles read a node in one shell round trip (versions, files, processes) and act only on what differs. These
-    two filters are that read's systemd part, the same in every role (ansible-doc shows this page for both).
-  - "C(unit_state_command): a shell fragment that prints one line per unit, C(unit <name> <active state>
-    <unit file state>) (C(systemctl is-active) and C(systemctl is-enabled); the last field is empty for a unit
-    systemd does not know). It never fails, so the read's other commands run too."
-  - "C(unit_states): the lines of that read (other lines are ignored) parsed into C({name: {active, enabled,
-    active_state, enabled_state}}). C(active) is true only for C(active) (not C(activating) or C(reloading));
-    C(enabled) is true for C(enabled) and C(enabled-runtime). A unit of O(units) missing from the lines reads as
-    inactive and disabled."
-positional: _input
-options:
-  _input:
-    description:
-      - C(unit_state_command) takes a list of unit names (a single name is accepted).
-      - C(unit_states) takes the read's C(stdout_lines) (or its C(stdout)).
-    type: raw
-    required: true
-  units:
-    description:
-      - C(unit_states) only. Names that must be in the result even when the lines do not mention them.
-    type: list
-    elements: str
-    default: []
-"""
-
-EXAMPLES = r"""
-- name: Read the node
-  ansible.builtin.shell:
-    cmd: "stat -c %s /var/log/x.log; {{ ['vllm.service', 'canary.timer'] | ascend.vllm_pd.unit_state_command }}"
-  register: read
-
-- name: Start the unit when it is not active
-  ansible.builtin.debug:
-    msg: start
-  when: not (read.stdout_lines | ascend.vllm_pd.unit_states)['vllm.service'].active
-"""
-
-RETURN = r"""
-_value:
-  description:
-    - C(unit_state_command) a shell fragment (string).
-    - "C(unit_states) a dict C({unit: {active, enabled, active_state, enabled_state}})."
-  type: raw
-"""
+# Each filter of this file is documented in plugins/filter/<filter name>.yml: ansible-doc shows a
+# Python file's own DOCUMENTATION for every filter the file provides, so this one has none.
 
 import shlex
 

@@ -3,38 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: topology
-short_description: Derive the PD topology (dp ranks, addresses, ports, peers) from the inventory
-description:
-  - Reads the per-host variables of the C(prefill) and C(decode) groups (a variable a host does not set is the
-    default of the collection role that ships it) and derives everything else once
-    (the DP groups of each side (C(vllm_<side>_dp_groups), default one per side), each group's dp size, rank
-    starts and dp address, etcd and proxy hosts, proxy backend lists, DS_WORKER_ADDR,
-    kv port ranges, the Mooncake prefill/decode blocks).
-  - The same file provides C(backends), every engine instance of the topology as one list (host, side, address, port).
-positional: _input
-options:
-  _input:
-    description: C(groups).
-    type: dict
-    required: true
-  hostvars:
-    description: C(hostvars).
-    type: dict
-    required: true
-"""
-
-EXAMPLES = r"""
-# roles/common sets this fact once per host per run
-a3: "{{ groups | ascend.vllm_pd.topology(hostvars) }}"
-"""
-
-RETURN = r"""
-_value:
-  description: Topology dict with keys C(sides), C(mooncake), C(hosts), C(etcd_host), C(etcd_address), C(proxy_host).
-  type: dict
-"""
+# Each filter of this file is documented in plugins/filter/<filter name>.yml: ansible-doc shows a
+# Python file's own DOCUMENTATION for every filter the file provides, so this one has none.
 
 from ansible.errors import AnsibleFilterError
 

@@ -16,7 +16,7 @@ description:
   - With O(src) the action plugin checks the controller's archive against O(checksum) before sending it (a wrong
     archive fails without a transfer), sends it to the node's temporary directory and removes it afterwards.
   - The etcd and monitoring (Prometheus) roles of the collection install their release binaries through it.
-version_added: 0.2.0
+version_added: 1.0.0
 author:
   - ascend.vllm_pd contributors (@ascend)
 options:

@@ -17,7 +17,7 @@ description:
     with O(digest) to O(path) (changed only when the record's content changes).
   - The action plugin computes O(digest) on the controller when it is not given (the digest of the run's
     inputs; see the C(converge_state) action plugin).
-version_added: 0.3.0
+version_added: 1.0.0
 author:
   - ascend.vllm_pd contributors (@ascend)
 options:

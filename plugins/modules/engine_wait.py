@@ -11,7 +11,7 @@ description:
   - Polls each URL until it answers HTTP 200 while reading the launcher's log from a byte offset; a line matching
     one of O(signatures) ends the wait at once with that signature's advice and the log tail.
   - Also ends early when O(alive_command) says the launcher is gone.
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - ascend.vllm_pd contributors (@ascend)
 options:

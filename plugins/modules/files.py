@@ -12,9 +12,11 @@ description:
     directories, in one module call (a template or copy task costs two per file).
   - The action plugin renders O(files[].template) from the role's C(templates/) with the task's variables (as
     M(ansible.builtin.template) does, C(ansible_managed) included), reads O(files[].src) from the role's
-    C(files/), and sends the contents; the module reads the node's files, plans and writes (atomic renames).
+    C(files/), and sends the contents; the module reads the node's files, plans and writes each changed file
+    through a temporary file in its directory and C(atomic_move) (an existing file keeps its owner and SELinux
+    context, as with M(ansible.builtin.template)).
   - A path that exists as a directory or anything but a regular file fails the task, naming it.
-version_added: 0.2.0
+version_added: 1.0.0
 author:
   - ascend.vllm_pd contributors (@ascend)
 options:
@@ -151,6 +153,18 @@ def main():
         rc, out, err = module.run_command(argv)
         return rc, out + err
 
+    def move(tmp, path):
+        # atomic_move keeps the old file's owner and SELinux context, and copies within the directory when a rename
+        # is refused; a failure of that copy is a bare Exception (its cause chained), which fails the task naming
+        # both, as an OSError does
+        try:
+            module.atomic_move(tmp, path)
+        except OSError:
+            raise
+        except Exception as e:  # pylint: disable=broad-exception-caught
+            cause = getattr(e, "__cause__", None)
+            raise OSError("%s (%s)" % (e, cause) if cause is not None else str(e)) from e
+
     module = AnsibleModule(
         argument_spec={
             "files": {"type": "list", "elements": "dict", "required": True, "options": {
@@ -189,7 +203,7 @@ def main():
                 entry["validate"] = command_validator(f["dest"], f["validate"], run)
             files.append(entry)
         result = apply(files, [root + d for d in module.params["directories"]],
-                       parse_mode(module.params["directory_mode"]), module.check_mode, module._diff)
+                       parse_mode(module.params["directory_mode"]), module.check_mode, module._diff, move)
     except (ValueError, OSError) as e:
         module.fail_json(msg=str(e))
     result["changed_paths"] = [p[len(root):] for p in result["changed_paths"]]

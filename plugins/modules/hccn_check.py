@@ -30,6 +30,7 @@ description:
   - The module fails with one message that lists every failing device of the node with the check, what
     was seen and the command to reproduce it by hand.
   - The module only reads; it runs the same way in check mode and never reports a change.
+version_added: 1.0.0
 author:
   - ascend.vllm_pd contributors (@ascend)
 requirements:

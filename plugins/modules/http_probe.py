@@ -12,7 +12,7 @@ description:
   - Sends one GET to every URL, concurrently, and returns each URL's status. One module call for a list that a
     loop of M(ansible.builtin.uri) tasks would take one round trip per URL for.
   - Fails only when O(fail) is true and a URL did not answer 200; the message lists those URLs and errors.
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - ascend.vllm_pd contributors (@ascend)
 options:

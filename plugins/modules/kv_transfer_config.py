@@ -18,7 +18,7 @@ description:
     JSON by dp rank (RV(by_rank)); the instances differ only in their lookup_rpc_port. With O(lookup_rpc_port) it
     builds the config of one instance (RV(config), RV(json)).
   - "Pure computation; it changes nothing. Run it on the controller (C(delegate_to: localhost))."
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - ascend.vllm_pd contributors (@ascend)
 options:

@@ -19,6 +19,7 @@ description:
   - HBM held by processes whose PID is not in O(own_pids), or HBM used beyond O(hbm_used_limit_mb) on a
     chip with no process listed, is reported according to O(hbm_in_use).
   - The module only reads; it runs the same way in check mode and never reports a change.
+version_added: 1.0.0
 author:
   - ascend.vllm_pd contributors (@ascend)
 requirements:

@@ -26,7 +26,7 @@ description:
     result of O(state=collect), or what made it fail or unreachable) into one C(.tar.gz) under O(dest), redacted
     again with O(secrets), with C(manifest.json) (every host of O(expected_hosts): what was collected, what failed
     and why) and C(README.txt)."
-version_added: 0.3.0
+version_added: 1.0.0
 author:
   - ascend.vllm_pd contributors (@ascend)
 requirements:

@@ -13,7 +13,7 @@ description:
     duplicate ports, non-unique lookup_rpc_port, hugepage target not a multiple of the page size).
   - Warns where the seed itself chose a risky value (kv ports inside Mooncake's random port band).
   - Runs on the controller only (action plugin); it never connects to a node.
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - ascend.vllm_pd contributors (@ascend)
 options:
