@@ -11,21 +11,18 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-try:  # ansible-core 2.19
-    from ansible.template import trust_as_template
-    from ansible._internal._templating._template_vars import generate_ansible_template_vars
+# Only public interfaces of ansible-core (meta/runtime.yml: 2.19): ansible.template's generate_ansible_template_vars
+# (marked there for a deprecation in 2.23, collections then to set these variables themselves) and trust_as_template
+# (2.19 renders only text marked trusted; a template file of the role is).
+from ansible.template import generate_ansible_template_vars, trust_as_template
 
-    def _template_vars(src, fullpath, dest, managed):
-        return generate_ansible_template_vars(path=src, fullpath=fullpath, dest_path=dest, include_ansible_managed=managed)
-except ImportError:  # ansible-core 2.18
-    from ansible.template import generate_ansible_template_vars
 
-    def trust_as_template(data):
-        return data
+def _template_vars(src, fullpath, dest, managed):
+    """The variables ansible.builtin.template adds (template_path, template_destpath, ...), and ansible_managed
+    unless the site sets its own (``managed`` false)."""
+    out = generate_ansible_template_vars(src, fullpath=fullpath, dest_path=dest)
+    return out if managed else {k: v for k, v in out.items() if k != "ansible_managed"}
 
-    def _template_vars(src, fullpath, dest, managed):
-        out = generate_ansible_template_vars(src, fullpath=fullpath, dest_path=dest)
-        return out if managed else {k: v for k, v in out.items() if k != "ansible_managed"}
 
 SOURCES = ("template", "src", "content")
 
@@ -43,7 +40,7 @@ class ActionModule(ActionBase):
         except AnsibleError as e:
             raise AnsibleActionFail(to_text(e))
         searchpath = []
-        for p in list(task_vars.get("ansible_search_path", [])) + [self._loader._basedir, os.path.dirname(source)]:
+        for p in list(task_vars.get("ansible_search_path", [])) + [self._loader.get_basedir(), os.path.dirname(source)]:
             searchpath.extend([os.path.join(p, "templates"), p])
         tvars = dict(task_vars)
         # the site's own ansible_managed wins, as with the template module

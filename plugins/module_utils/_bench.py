@@ -7,37 +7,55 @@ and the markdown summary."""
 from __future__ import annotations
 
 import math
-import re
+
+# The engines' /metrics text is read with prometheus_client's own parser (the one parser of the benchmarks and the
+# tests). No module imports this file: only pool_ab_bench.py does, on the controller, in the benchmark venv, where
+# the client aiperf depends on prometheus_client.
+try:
+    from prometheus_client.parser import text_string_to_metric_families
+except ImportError:  # checked where it is needed, with a message that says what to install
+    text_string_to_metric_families = None
 
 HITS = "vllm:external_prefix_cache_hits_total"
 QUERIES = "vllm:external_prefix_cache_queries_total"
-_SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 
 class BenchError(ValueError):
     pass
 
 
+def prom_sums(text: str) -> dict:
+    """{sample name: the sum of its samples over all label sets} of a Prometheus text exposition (a counter's
+    samples are named as in the text: vLLM's HELP and TYPE lines carry the _total). Text the parser refuses raises
+    BenchError naming the parser's reason."""
+    if text_string_to_metric_families is None:
+        raise BenchError("reading /metrics needs prometheus_client in this Python (aiperf depends on it): "
+                         "pip install prometheus_client")
+    sums = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                sums[sample.name] = sums.get(sample.name, 0.0) + float(sample.value)
+    except ValueError as e:
+        raise BenchError("not Prometheus text (%s)" % e)
+    return sums
+
+
 def prom_sum(text: str, name: str):
     """Sum of every sample of metric `name` (all label sets) in Prometheus text; None when it is absent."""
-    total, seen = 0.0, False
-    for line in text.splitlines():
-        match = _SAMPLE_RE.match(line)
-        if match and match.group(1) == name:
-            try:
-                total += float(match.group(3))
-            except ValueError:
-                raise BenchError("metric %s has a non-numeric value %r" % (name, match.group(3)))
-            seen = True
-    return total if seen else None
+    return prom_sums(text).get(name)
 
 
 def pool_counters(texts: dict) -> dict:
     """{url: {"hits": h, "queries": q}} from {url: /metrics text}; an engine without the counters is an error
-    (a wrong URL would otherwise read as a 0 % hit rate)."""
+    (a wrong URL would otherwise read as a 0 % hit rate), and so is text that is no Prometheus exposition."""
     out = {}
     for url, text in texts.items():
-        hits, queries = prom_sum(text, HITS), prom_sum(text, QUERIES)
+        try:
+            sums = prom_sums(text)
+        except BenchError as e:
+            raise BenchError("%s: %s" % (url, e))
+        hits, queries = sums.get(HITS), sums.get(QUERIES)
         if hits is None or queries is None:
             raise BenchError("%s has no %s / %s: not a vLLM engine with a KV connector?" % (url, HITS, QUERIES))
         out[url] = {"hits": hits, "queries": queries}

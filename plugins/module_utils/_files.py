@@ -92,9 +92,16 @@ def read_state(path: str):
         return {"kind": "file", "mode": st.st_mode, "content": fh.read()}
 
 
-def write_atomic(path: str, content: bytes, mode: int, validate=None) -> None:
-    """Write through a temporary file in the same directory, then rename over ``path``. ``validate``, when
-    given, is called with the temporary file's path before the rename; it raises to keep the old file."""
+def write_atomic(path: str, content: bytes, mode: int, validate=None, move=os.rename) -> None:
+    """Write through a temporary file in the same directory, then ``move(tmp, path)`` over ``path``. ``validate``,
+    when given, is called with the temporary file's path before the move; it raises to keep the old file.
+
+    The module passes AnsibleModule.atomic_move as ``move``: it keeps the old file's owner and SELinux context (a new
+    file gets the directory's default context) and falls back to a copy in the same directory when a rename is
+    refused. It also sets a mode of its own, the old file's (copied onto the temporary file before its rename) or,
+    for a new file, 0666 less the umask; ``mode`` is therefore set again after the move, and until then the new
+    content is never readable more widely than ``mode`` allows: the old file is narrowed first and, for a new file,
+    the umask hides every bit ``mode`` lacks."""
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=os.path.dirname(path) or ".")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -104,11 +111,28 @@ def write_atomic(path: str, content: bytes, mode: int, validate=None) -> None:
         os.chmod(tmp, mode)
         if validate is not None:
             validate(tmp)
-        os.rename(tmp, path)
+        _narrow(path, mode)
+        umask = os.umask(0o777 & ~mode)
+        try:
+            move(tmp, path)
+        finally:
+            os.umask(umask)
+        os.chmod(path, mode)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _narrow(path: str, mode: int) -> None:
+    """Take from the regular file at ``path`` (if any) the permission bits ``mode`` lacks: a move that copies the old
+    file's mode onto the new content then grants nothing ``mode`` does not."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) & ~mode:
+        os.chmod(path, stat.S_IMODE(st.st_mode) & mode)
 
 
 def command_validator(path: str, command: str, run):
@@ -126,10 +150,11 @@ def command_validator(path: str, command: str, run):
     return validate
 
 
-def apply(files, directories=(), directory_mode=0o755, check_mode=False, want_diff=False) -> dict:
+def apply(files, directories=(), directory_mode=0o755, check_mode=False, want_diff=False, move=os.rename) -> dict:
     """Read, plan and (unless ``check_mode``) write: ``changed``, ``changed_paths`` (files whose content or mode
-    changed), ``created_dirs`` and, with ``want_diff``, ``diff`` (a list). A file with a ``validate`` callable
-    is checked before its rename (see write_atomic); a mode-only change is not revalidated."""
+    changed), ``created_dirs`` and, with ``want_diff``, ``diff`` (a list). Each changed file is written through
+    ``move`` (see write_atomic); a file with a ``validate`` callable is checked before its move; a mode-only change
+    is not revalidated."""
     files = list(files)
     state = {f["path"]: read_state(f["path"]) for f in files}
     changes = plan(files, state)
@@ -144,7 +169,7 @@ def apply(files, directories=(), directory_mode=0o755, check_mode=False, want_di
             if c["action"] == "mode":
                 os.chmod(c["path"], f["mode"])
             else:
-                write_atomic(c["path"], f["content"], f["mode"], f.get("validate"))
+                write_atomic(c["path"], f["content"], f["mode"], f.get("validate"), move)
     result = {"changed": bool(changes or dirs), "changed_paths": [c["path"] for c in changes], "created_dirs": dirs}
     if want_diff:
         result["diff"] = [{"before_header": d, "after_header": d, "before": "", "after": "(directory)\n"}

@@ -30,6 +30,12 @@ from pathlib import Path
 import pytest
 from simnet import POOL_WORKER_REL, clean_env, free_port, free_range, loopback_addresses, pool_tree_with_yuanrong
 
+# the one Prometheus text parser of the tests (prometheus_client's), in tests/unit/proxy/wrapper_process.py
+HELPERS = str(Path(__file__).resolve().parents[2] / "tests" / "unit" / "proxy")
+if HELPERS not in sys.path:
+    sys.path.append(HELPERS)
+from wrapper_process import parse_metrics  # noqa: E402  pylint: disable=wrong-import-position
+
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_HOME = REPO / "sim" / "engine"
 SHIM = ENGINE_HOME / "bin" / "vllm"
@@ -206,13 +212,7 @@ class Engine(Proc):
     def metrics(self):
         status, body = http("GET", self.base + "/metrics")
         assert status == 200
-        out = {}
-        for line in body.decode().splitlines():
-            if line.startswith("#") or not line.strip():
-                continue
-            name_labels, value = line.rsplit(" ", 1)
-            out[name_labels] = float(value)
-        return out
+        return parse_metrics(body.decode())
 
     def metric(self, name):
         return sum(v for k, v in self.metrics().items() if k.split("{")[0] == name)

@@ -6,13 +6,31 @@ from __future__ import annotations
 
 import re
 
+try:
+    from packaging.version import InvalidVersion, Version
+except ImportError:  # ansible-core depends on packaging; only ansible-test's import check runs without it
+    InvalidVersion = ValueError
+    Version = None
+
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import ABSENT, reads
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.container import TAG_RE
 
 # The vllm-ascend version in the image tag, exactly as roles/patches/defaults (patches_vllm_ascend_version).
 _TAG_VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(rc[0-9]+)?")
+# A project name as PEP 508 spells it (packaging's own regular expression for names).
 _PIP_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
-_PIP_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
+
+
+def pep440(text):
+    """The normalized form of a PEP 440 version (what pip installs for 'name==text' and the installed package then
+    reports: 1.0.0-RC1 -> 1.0.0rc1), read by packaging, which ansible-core depends on; None for text that is no
+    PEP 440 version (latest, 1..2, 1_0, >=5)."""
+    if Version is None:
+        raise ImportError("the Python package 'packaging' (a dependency of ansible-core) is missing on the controller")
+    try:
+        return str(Version(str(text)))
+    except InvalidVersion:
+        return None
 
 
 @reads("patches_table")
@@ -90,9 +108,14 @@ def check_pins(h, ctx):
             elif isinstance(pin, float):
                 h.error("patches_pip_pins", {name: pin}, "YAML read the version as a number (5.10 becomes 5.1): "
                         "set it quoted, e.g. %s: \"%s\"" % (name, pin))
-            elif isinstance(pin, bool) or not isinstance(pin, (str, int)) or not _PIP_VERSION_RE.match(str(pin)):
+            elif isinstance(pin, bool) or not isinstance(pin, (str, int)) or pep440(pin) is None:
                 h.error("patches_pip_pins", {name: pin}, "set the exact version to pin (the role adds '=='), e.g. "
                         "%s: 5.2.0" % name)
+            elif pep440(pin) != str(pin):
+                # roles/patches/tasks/pip.yml compares the installed version's text with the pin's
+                h.warn("patches_pip_pins", {name: pin}, "pip reads it as version %s, and the installed package "
+                       "reports that text, which the role compares with the pin's: it would reinstall on every run; "
+                       "set %s: \"%s\"" % (pep440(pin), name, pep440(pin)))
     extra = h.get("patches_pip_extra_args")
     if extra is not ABSENT and not isinstance(extra, str):
         h.error("patches_pip_extra_args", extra, "set one string of pip flags, e.g. '--no-deps --force-reinstall'")

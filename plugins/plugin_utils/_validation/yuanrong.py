@@ -9,6 +9,7 @@ import re
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import (
     ABSENT, as_bool, as_int, check_flag_dict, reads)
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.patches import pep440
 
 # Worker flags yuanrong_argv sets from yuanrong_* variables (yuanrong_worker_flags may not repeat them).
 WORKER_FLAGS = {"worker_address": "yuanrong_worker_port", "etcd_address": "yuanrong_etcd_address",
@@ -42,14 +43,16 @@ def _wheel_version(path):
     return parts[1] if len(parts) >= 5 and str(path).endswith(".whl") else None
 
 
-def _norm_version(version):
-    return re.sub(r"[._-]?(a|b|rc|post|dev)", r"\1", str(version).lower())
-
-
 @reads("yuanrong_install_from", "yuanrong_package_version", "yuanrong_wheel_url", "yuanrong_wheel_src",
        choices={"yuanrong_install_from": ("url", "file")})
 def check_wheel(h, ctx):
     source, version = h.get("yuanrong_install_from"), h.get("yuanrong_package_version")
+    # The role compares the installed package's version (its normalized PEP 440 text, as pip installed it) with
+    # yuanrong_package_version's text: any other spelling of the same version reinstalls on every run.
+    if isinstance(version, str) and pep440(version) not in (None, version):
+        h.warn("yuanrong_package_version", version, "pip reads it as version %s, and the installed package reports "
+               "that text, which the role compares with this one: it would reinstall on every run; set %s"
+               % (pep440(version), pep440(version)))
     for mode, key, example in WHEELS:
         wheel = h.get(key)
         if source != mode or wheel is ABSENT:
@@ -59,7 +62,7 @@ def check_wheel(h, ctx):
             h.error(key, wheel, "yuanrong_install_from is %s: set the wheel's %s, e.g. %s"
                     % (mode, "URL" if mode == "url" else "path", example))
         elif isinstance(version, str) and _wheel_version(wheel) \
-                and _norm_version(_wheel_version(wheel)) != _norm_version(version):
+                and (pep440(_wheel_version(wheel)) or _wheel_version(wheel)) != (pep440(version) or version):
             h.warn(key, wheel, "the wheel is version %s but yuanrong_package_version is %s: the role compares the "
                    "installed version with the latter and reinstalls on every run; set them to the same version"
                    % (_wheel_version(wheel), version))

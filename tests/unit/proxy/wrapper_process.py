@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 FILES = Path(__file__).resolve().parents[3] / "roles" / "proxy" / "files"
 LOCAL = "127.0.0.1"
 UPSTREAM_NAME = "load_balance_proxy_server_example.py"
@@ -56,12 +58,13 @@ def wrapper_argv(work, port, admin_port, prefills, decodes, *,  # pylint: disabl
 
 
 def parse_metrics(text):
-    """{series: value} of a Prometheus text exposition."""
+    """{series: value} of a Prometheus text exposition, read by prometheus_client's parser (the one parser the tests
+    use); a series is written name{label="value",...} with the labels in the exposition's order."""
     out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join('%s="%s"' % item for item in sample.labels.items())
+            out[sample.name + ("{%s}" % labels if labels else "")] = float(sample.value)
     return out
 
 

@@ -5,6 +5,8 @@ templates, read files, contents), what the action refuses before any module call
 roles manage."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -169,3 +171,34 @@ def test_no_record_for_a_render_under_root_or_a_failed_write(run):
     assert "ansible_facts" not in result
     result, _calls = run({"files": files}, {}, module_result={"failed": True, "msg": "no space left"})
     assert result["failed"] is True and result["msg"] == "no space left" and "ansible_facts" not in result
+
+
+def _ansible_imports(path):
+    tree = ast.parse(Path(path).read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    names += ["%s.%s" % (n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+              for a in n.names]
+    return [n for n in names if n.split(".")[0] == "ansible"]
+
+
+@pytest.mark.parametrize("path", ["plugins/action/files.py", "plugins/modules/files.py",
+                                  "plugins/module_utils/_files.py"])
+def test_only_public_ansible_core_interfaces_are_imported(path):
+    # a module or a name of ansible-core starting with _ (ansible._internal...) may change in any release
+    root = Path(__file__).resolve().parents[4]
+    private = [n for n in _ansible_imports(root / path) if any(part.startswith("_") for part in n.split("."))]
+    assert private == [], private
+    if path == "plugins/action/files.py":
+        assert "ansible.template.generate_ansible_template_vars" in _ansible_imports(root / path)
+
+
+def test_the_template_variables_are_those_of_the_template_module(role, run):
+    (role / "templates" / "sub").mkdir()
+    (role / "templates" / "sub" / "t.j2").write_text(
+        "{{ template_path }}|{{ template_fullpath == role_dir ~ '/templates/sub/t.j2' }}|{{ template_destpath }}|"
+        "{{ template_host is string }}|{{ template_uid is string }}|{{ template_mtime.year > 2000 }}|"
+        "{{ template_run_date.year > 2000 }}")
+    _result, calls = run({"files": [{"dest": "/etc/t", "template": "sub/t.j2", "mode": "0644"}], "root": "/r"},
+                         {"role_dir": str(role)})
+    assert calls[0]["args"]["files"][0]["content"] == "sub/t.j2|True|/r/etc/t|True|True|True|True"

@@ -20,7 +20,7 @@ def test_prom_sum_adds_label_sets_and_ignores_other_metrics():
     assert B.prom_sum(METRICS, B.HITS) == 1100.0
     assert B.prom_sum(METRICS, B.QUERIES) == 18000.0
     assert B.prom_sum(METRICS, "vllm:missing_total") is None
-    with pytest.raises(B.BenchError, match="non-numeric"):
+    with pytest.raises(B.BenchError, match="not Prometheus text"):
         B.prom_sum("vllm:x_total{a=\"1\"} abc\n", "vllm:x_total")
 
 

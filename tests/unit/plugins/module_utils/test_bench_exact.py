@@ -17,13 +17,15 @@ def test_the_metric_names():
 @pytest.mark.parametrize("text, want", [
     ("m 1\n", 1.0),
     ("m{a=\"1\"} 2.5\nm{a=\"2\"}\t3 1700000000\n", 5.5),
-    ("m 1e3\nm_total 7\nmm 7\n# m 9\n m 9\nx{m=\"1\"} 9\n", 1000.0),
+    ("m 1e3\nm_total 7\nmm 7\n# m 9\n m 9\nx{m=\"1\"} 9\n", 1009.0),  # a line's leading blanks are no part of it
     ("m 0\n", 0.0),
-    ("m NaN_is_not_here\n".replace("NaN_is_not_here", "+Inf"), float("inf")),
+    ("m +Inf\n", float("inf")),
     ("other 1\n", None),
     ("", None),
-    ("m\n", None),  # no value: no sample
     ("a:b_c 4\n_m 5\n", None),
+    # label values holding "}", escaped quotes, backslashes and newlines (the regex before this parser lost them)
+    ('m{path="/x}y"} 2\nm{msg="say \\"hi\\"",other="{}"} 4\nm{a="back\\\\"} 8\nm{a="line\\nbreak"} 16\n', 30.0),
+    ('m{a="\\"}"} 1\nm{a="}",b="\\\\"} 2\n', 3.0),
 ])
 def test_prom_sum(text, want):
     assert B.prom_sum(text, "m") == want
@@ -34,10 +36,35 @@ def test_prom_sum_reads_names_with_colons_and_underscores():
     assert B.prom_sum("_m:x 2\n", "_m:x") == 2.0
 
 
-def test_prom_sum_names_a_non_numeric_value():
+@pytest.mark.parametrize("text, reason", [
+    ("m 1\nm{a=\"1\"} abc\n", "could not convert string to float: 'abc'"),
+    ("m 1_0\n", "Invalid value: '1_0'"),
+    ("m\n", "invalid metric name:m"),
+])
+def test_prom_sum_refuses_text_that_is_no_exposition(text, reason):
     with pytest.raises(B.BenchError) as err:
-        B.prom_sum("m 1\nm{a=\"1\"} abc\n", "m")
-    assert str(err.value) == "metric m has a non-numeric value 'abc'"
+        B.prom_sum(text, "m")
+    assert str(err.value) == "not Prometheus text (%s)" % reason
+
+
+def test_prom_sums_of_every_sample_name():
+    assert B.prom_sums("# TYPE m_total counter\nm_total{a=\"x\"} 1\nm_total 2\nm_created 5\nother 1\n") == {
+        "m_total": 3.0, "m_created": 5.0, "other": 1.0}
+    assert B.prom_sums("") == {}
+
+
+def test_prom_sum_says_what_to_install_without_prometheus_client(monkeypatch):
+    monkeypatch.setattr(B, "text_string_to_metric_families", None)
+    with pytest.raises(B.BenchError) as err:
+        B.prom_sum("m 1\n", "m")
+    assert str(err.value) == ("reading /metrics needs prometheus_client in this Python (aiperf depends on it): "
+                              "pip install prometheus_client")
+
+
+def test_pool_counters_name_the_engine_whose_text_is_no_exposition():
+    with pytest.raises(B.BenchError) as err:
+        B.pool_counters({"http://e:1/metrics": "vllm:external_prefix_cache_hits_total{a=\"1\" 1\n"})
+    assert str(err.value).startswith("http://e:1/metrics: not Prometheus text (")
 
 
 @pytest.mark.parametrize("text", [

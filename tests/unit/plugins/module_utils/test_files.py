@@ -112,6 +112,24 @@ def test_module_writes_under_root_and_reports_paths_without_it(run_module, tmp_p
     assert run_module("files", args)["changed"] is False
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a file's owner needs root")
+def test_module_writes_through_atomic_move_keeping_an_existing_files_owner(run_module, tmp_path):
+    # AnsibleModule.atomic_move gives the new content the old file's owner (a plain rename would leave the
+    # temporary file's, root's); the mode is the one asked for, and a new file is the module's user's
+    old = tmp_path / "prometheus.yml"
+    old.write_text("old\n")
+    old.chmod(0o644)
+    os.chown(old, 4242, 4343)
+    args = {"files": [{"dest": str(old), "content": "new\n", "mode": "0640"},
+                      {"dest": str(tmp_path / "fresh"), "content": "x\n", "mode": "0600"}]}
+    assert run_module("files", args)["changed_paths"] == [str(old), str(tmp_path / "fresh")]
+    st = old.stat()
+    assert old.read_text() == "new\n" and (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (4242, 4343, 0o640)
+    st = (tmp_path / "fresh").stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith("-args.json")) == ["fresh", "prometheus.yml"]
+
+
 def test_module_fails_naming_a_file_without_content(run_module, tmp_path):
     got = run_module("files", {"files": [{"dest": str(tmp_path / "t"), "template": "t.j2", "mode": "0644"}]})
     assert got["failed"] and "no content" in got["msg"] and str(tmp_path / "t") in got["msg"]

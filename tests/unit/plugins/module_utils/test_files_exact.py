@@ -229,6 +229,95 @@ def test_write_atomic_cleans_up_when_the_rename_fails(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["d"]
 
 
+def atomic_move_like(seen):
+    """A move that sets modes as AnsibleModule.atomic_move does: the old file's mode copied onto the temporary file
+    before the rename, a new file set to 0666 less the umask after it. ``seen`` gets the mode of the path right
+    after each move (the moment the new content is in place)."""
+    def move(tmp, path):
+        creating = not os.path.exists(path)
+        if not creating:
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+        os.rename(tmp, path)
+        if creating:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(path, 0o666 & ~umask)
+        seen.append(stat.S_IMODE(os.stat(path).st_mode))
+    return move
+
+
+@pytest.mark.parametrize("old_mode, mode, at_move", [
+    (None, 0o600, 0o600),     # a new secret is never 0644, whatever the umask
+    (None, 0o755, 0o644),     # a new script: 0666 & 0755, then its x bits
+    (None, 0o4750, 0o640),
+    (0o644, 0o600, 0o600),    # narrowing: the old file's wider mode is not copied onto the new content
+    (0o600, 0o644, 0o600),    # widening happens after the move
+    (0o755, 0o750, 0o750),
+])
+def test_write_atomic_through_a_move_that_sets_its_own_mode(tmp_path, umask, old_mode, mode, at_move):
+    umask(0o022)
+    target = tmp_path / "secret"
+    if old_mode is not None:
+        target.write_bytes(b"old")
+        target.chmod(old_mode)
+    seen = []
+    write_atomic(str(target), b"new", mode, move=atomic_move_like(seen))
+    assert seen == [at_move] and not at_move & ~mode
+    assert target.read_bytes() == b"new" and stat.S_IMODE(target.stat().st_mode) == mode
+    assert os.listdir(tmp_path) == ["secret"]
+    assert os.umask(0o022) == 0o022  # restored
+
+
+def test_write_atomic_restores_the_umask_and_cleans_up_when_the_move_raises(tmp_path, umask):
+    umask(0o027)
+    target = tmp_path / "x"
+    target.write_bytes(b"old")
+    target.chmod(0o644)
+    masks = []
+
+    def refuse(tmp, path):
+        masks.append(os.umask(0o027))
+        os.umask(masks[-1])
+        raise OSError("refused")
+    with pytest.raises(OSError, match="^refused$"):
+        write_atomic(str(target), b"new", 0o640, move=refuse)
+    assert masks == [0o137] and os.umask(0o027) == 0o027
+    assert target.read_bytes() == b"old" and os.listdir(tmp_path) == ["x"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640  # narrowed before the move, never widened
+
+
+def test_write_atomic_does_not_narrow_the_old_file_when_validation_refuses(tmp_path):
+    target = tmp_path / "x"
+    target.write_bytes(b"old")
+    target.chmod(0o644)
+
+    def refuse(tmp):
+        raise ValueError("refused")
+    with pytest.raises(ValueError):
+        write_atomic(str(target), b"new", 0o600, refuse, move=lambda tmp, path: pytest.fail("moved"))
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644 and target.read_bytes() == b"old"
+
+
+def test_apply_writes_each_changed_file_through_the_move_it_is_given(tmp_path):
+    (tmp_path / "same").write_bytes(b"x\n")
+    (tmp_path / "same").chmod(0o644)
+    (tmp_path / "mode").write_bytes(b"x\n")
+    (tmp_path / "mode").chmod(0o600)
+    moved = []
+
+    def move(tmp, path):
+        moved.append((os.path.dirname(tmp), path))
+        os.rename(tmp, path)
+    files = [f(str(tmp_path / "same")), f(str(tmp_path / "mode")), f(str(tmp_path / "new")), f(str(tmp_path / "d" / "n"))]
+    assert apply(files, move=move)["changed_paths"] == [str(tmp_path / p) for p in ("mode", "new", "d/n")]
+    # one move per written file, from its own directory; a mode-only change and an unchanged file need none
+    assert moved == [(str(tmp_path), str(tmp_path / "new")), (str(tmp_path / "d"), str(tmp_path / "d" / "n"))]
+    pending = [f(str(tmp_path / "later"), b"y\n")]
+    assert apply(pending, check_mode=True, move=lambda tmp, path: pytest.fail("moved"))["changed_paths"] == [
+        str(tmp_path / "later")]
+    assert sorted(os.listdir(tmp_path)) == ["d", "mode", "new", "same"]
+
+
 @pytest.mark.parametrize("command", ["promtool check config", "", "check %d"])
 def test_command_validator_needs_the_placeholder(command):
     with pytest.raises(ValueError) as err:

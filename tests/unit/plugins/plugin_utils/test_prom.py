@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._prom import prom_sum
 
 HITS = "vllm:external_prefix_cache_hits_total"
@@ -72,3 +74,75 @@ def test_nan_and_infinities_are_float_values():
 
 def test_crlf_line_ends():
     assert prom_sum("m 1\r\nm{a=\"b\"} 2\r\n", "m") == 3.0
+
+
+# --- agreement with prometheus_client's parser (the one parser of the benchmarks and the tests) ----------------
+
+def client_sum(text, name):
+    """What prometheus_client reads: the sum of the samples named `name` (None when there is none)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    values = [s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
+    return float(sum(values)) if values else None
+
+
+# Each a valid exposition. The first ones are where the three parsers of this repository disagreed: a label value
+# holding "}" or an escaped quote, backslash or newline.
+AGREED = [
+    'm{path="/x}y"} 2\n',
+    'm{msg="say \\"hi\\"",other="{}"} 4\n',
+    'm{a="back\\\\slash"} 8\n',
+    'm{a="ends in a backslash\\\\"} 16\n',
+    'm{a="line\\nbreak"} 32\n',
+    'm{a="\\"}"} 1\n',
+    'm{a="}",b="\\\\"} 2\n',
+    'm{a="\\\\\\"}"} 3\n',
+    'm{a="#"} 1\nm{a="} 9"} 2\n',
+    'm{a="x",} 1\nm{} 2\nm { a = "b" } 4\nm{a="x"}8\n',
+    ' m 9\n\tm 1\n',
+    'm\t3 1700000000\nm 1 2\n',
+    'm 1e3\nm -1.5\nm_total 7\nmm 7\n# m 9\n#m 9\nx{m="1"} 9\n',
+    'm +Inf\nm 1\n',
+    'm -Inf\n',
+    'other 1\n',
+    '',
+]
+
+
+@pytest.mark.parametrize("text", AGREED)
+def test_reads_every_sample_as_prometheus_client_does(text):
+    assert prom_sum(text, "m") == client_sum(text, "m")
+
+
+@pytest.mark.parametrize("text, want", [
+    ('m{path="/x}y"} 2\n', 2.0),
+    ('m{msg="say \\"hi\\""} 4\n', 4.0),
+    ('m{a="back\\\\"} 8\n', 8.0),
+    ('m{a="line\\nbreak"} 32\n', 32.0),
+])
+def test_the_label_values_that_were_read_differently_are_samples(text, want):
+    # pinned as well as compared: a case where both parsers read nothing would agree too
+    assert prom_sum(text, "m") == client_sum(text, "m") == want
+
+
+def test_agrees_on_what_prometheus_client_writes():
+    from prometheus_client import CollectorRegistry, Counter, generate_latest
+    registry = CollectorRegistry()
+    counter = Counter("vllm:external_prefix_cache_hits", "hits", ["engine", "path"], registry=registry)
+    for i, path in enumerate(['/x}y', 'say "hi"', 'back\\', 'two\nlines', '{}', 'a="b"} 9', '']):
+        counter.labels(engine=str(i), path=path).inc(2 ** i)
+    text = generate_latest(registry).decode()
+    assert '\\"' in text and '\\\\' in text and '\\n' in text and '}y"' in text
+    assert prom_sum(text, HITS) == client_sum(text, HITS) == 127.0
+    created = "vllm:external_prefix_cache_hits_created"
+    assert prom_sum(text, created) == client_sum(text, created) > 0
+
+
+@pytest.mark.parametrize("bad", [
+    'm abc', 'm{a="b"}', 'm', 'm{unclosed="x} 5', 'm 1_0', 'm{a=b} 1', 'm{a="x"', 'm{="x"} 1',
+])
+def test_a_line_prometheus_client_refuses_is_skipped(bad):
+    # prometheus_client refuses the whole text; the filter reads the other samples
+    text = "m 1\n%s\nm 2\n" % bad
+    with pytest.raises(ValueError):
+        client_sum(text, "m")
+    assert prom_sum(text, "m") == 3.0

@@ -324,9 +324,30 @@ def test_yuanrong_backend_without_its_patch():
 
 
 @pytest.mark.parametrize("pin,what", [(5.1, "set it quoted"), ("", "exact version"), (">=5.2", "exact version"),
-                                      (None, "exact version")])
+                                      (None, "exact version"),
+                                      # no PEP 440 version (packaging reads them), which pip refuses after '=='
+                                      ("latest", "exact version"), ("1..2", "exact version"),
+                                      ("1_0", "exact version"), ("5.*", "exact version"),
+                                      ("==5.2.0", "exact version"), ("5.2.0,<6", "exact version")])
 def test_pip_pin_versions(pin, what):
     one(seed(patches_pip_pins={"transformers": pin}), must=("patches_pip_pins is {'transformers': %r}" % (pin,), what))
+
+
+@pytest.mark.parametrize("pin", ["5.2.0", "5.2", 5, "5.2.0rc1", "5.2.0.post1", "5.2.0.dev3", "1!5.2.0", "2.1.0+cpu",
+                                 "2.1.0+cu121.x"])
+def test_pip_pins_pep_440_accepts(pin):
+    errors, warnings = V.validate(seed(patches_pip_pins={"transformers": pin}))
+    assert errors == [] and [w for w in warnings if w not in SEED_WARNINGS] == []
+
+
+@pytest.mark.parametrize("pin,normal", [("5.2.0-RC1", "5.2.0rc1"), ("v5.2.0", "5.2.0"), ("5.02.0", "5.2.0"),
+                                        ("5.2.0-1", "5.2.0.post1"), (" 5.2.0", "5.2.0")])
+def test_pip_pin_in_another_spelling_than_pips_is_a_warning(pin, normal):
+    # the role compares the version the container reports (the normalized one) with the pin's text
+    msg = one(seed(patches_pip_pins={"transformers": pin}), kind="warning",
+              must=("patches_pip_pins is {'transformers': %r}" % pin, "pip reads it as version %s," % normal,
+                    'set transformers: "%s"' % normal))
+    assert "reinstall on every run" in msg
 
 
 # --- etcd (the etcd host only) ---------------------------------------------------------------------------------

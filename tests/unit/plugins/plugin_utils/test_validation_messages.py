@@ -588,9 +588,27 @@ def test_a_layout_integer_names_its_declared_minimum():
 
 
 @pytest.mark.parametrize("values,warnings", [
-    # the seed's wheel is openyuanrong_datasystem-0.7.6rc1-...: a dot or a dash before rc is the same version
-    (dict(yuanrong_package_version="0.7.6.rc1"), []),
-    (dict(yuanrong_package_version="0.7.6-RC1"), []),
+    # the seed's wheel is openyuanrong_datasystem-0.7.6rc1-...: a dot or a dash before rc is the same version for
+    # pip, but the role compares the installed version's text (0.7.6rc1) with this one
+    (dict(yuanrong_package_version="0.7.6.rc1"), [
+        "p0, p1, d0, d1: yuanrong_package_version is '0.7.6.rc1': pip reads it as version 0.7.6rc1, and the installed "
+        "package reports that text, which the role compares with this one: it would reinstall on every run; set "
+        "0.7.6rc1"]),
+    (dict(yuanrong_package_version="0.7.6-RC1"), [
+        "p0, p1, d0, d1: yuanrong_package_version is '0.7.6-RC1': pip reads it as version 0.7.6rc1, and the installed "
+        "package reports that text, which the role compares with this one: it would reinstall on every run; set "
+        "0.7.6rc1"]),
+    # not a PEP 440 version: no spelling of the wheel's (pip refuses it with the index; the wheel's version differs)
+    (dict(yuanrong_package_version="latest"), [
+        "p0, p1, d0, d1: yuanrong_wheel_url is 'https://gitcode.com/openeuler/yuanrong-datasystem/releases/download/"
+        "v0.7.6.rc1/openyuanrong_datasystem-0.7.6rc1-cp311-cp311-manylinux_2_35_aarch64.whl': the wheel is version "
+        "0.7.6rc1 but yuanrong_package_version is latest: the role compares the installed version with the latter and "
+        "reinstalls on every run; set them to the same version"]),
+    (dict(yuanrong_install_from="index", yuanrong_package_version="0.8.0"), []),
+    (dict(yuanrong_install_from="index", yuanrong_package_version="v0.8.0-1"), [
+        "p0, p1, d0, d1: yuanrong_package_version is 'v0.8.0-1': pip reads it as version 0.8.0.post1, and the "
+        "installed package reports that text, which the role compares with this one: it would reinstall on every "
+        "run; set 0.8.0.post1"]),
     (dict(yuanrong_package_version="0.7.6"), [
         "p0, p1, d0, d1: yuanrong_wheel_url is 'https://gitcode.com/openeuler/yuanrong-datasystem/releases/download/"
         "v0.7.6.rc1/openyuanrong_datasystem-0.7.6rc1-cp311-cp311-manylinux_2_35_aarch64.whl': the wheel is version "
