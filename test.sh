@@ -60,9 +60,10 @@ sim/cluster.sh up      # the live tests of test_cluster.py need the nodes (molec
 # test_honest_proxy.py runs the wrapper around the real upstream script of that sdist (and checks that the fast
 # suite's stand-in keeps its interface); it fails, never skips, without them.
 . sim/.cache/artifacts.env
-if [ ! -x .cache/engine-venv/bin/dscli ]; then
+if [ ! -x .cache/engine-venv/bin/dscli ] || ! .cache/engine-venv/bin/python -c 'import prometheus_client' 2>/dev/null; then
   python3 -m venv .cache/engine-venv
-  .cache/engine-venv/bin/pip install -q fastapi==0.123.10 httpx==0.29.0 uvicorn==0.55.0 pytest==9.2.0 "$A3SIM_YUANRONG_WHEEL" \
+  .cache/engine-venv/bin/pip install -q fastapi==0.123.10 httpx==0.29.0 uvicorn==0.55.0 pytest==9.2.0 \
+    "$(grep -E '^prometheus_client==' requirements.txt)" "$A3SIM_YUANRONG_WHEEL" \
     2> >(grep -v "is ignored: it is neither" >&2)
 fi
 if [ ! -d .cache/vllm-ascend-src/vllm_ascend ]; then

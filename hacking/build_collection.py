@@ -52,7 +52,7 @@ def work_tree_files(root: str) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--repository", default=os.environ.get("A3_COLLECTION_REPOSITORY", ""),
                         help="the publisher's repository URL (default: $A3_COLLECTION_REPOSITORY)")
     parser.add_argument("--output-path", default=os.path.join(ROOT, ".cache", "build"))
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
                               os.path.abspath(args.output_path), copy], check=True, capture_output=True, text=True)
     for line in out.stdout.splitlines():
         if line.startswith("Created collection"):
-            print(line.split(" at ", 1)[1].strip())
+            print(line.split(" at ", 1)[-1].strip())
             return 0
     sys.stderr.write(out.stdout)
     return 1

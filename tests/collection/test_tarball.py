@@ -17,12 +17,15 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 GOLDEN = ROOT / "tests" / "golden" / "a3"
 # Development and test material: no tarball member may be, or lie under, one of these.
-NOT_SHIPPED = ("sim", "molecule", "tests", "benchmarks", "inventories/sim", "demo.sh", "test.sh", "setup.sh",
+NOT_SHIPPED = ("sim", "molecule", "tests", "benchmarks", "hacking", "inventories/sim", "demo.sh", "test.sh", "setup.sh",
                "requirements.txt", "ansible.cfg", ".ci", ".cache", ".venv", ".git", ".gitignore", ".ansible-lint",
                ".yamllint", ".pytest_cache", "docs/SIM-CONTRACT.md")
-# The product: these must be in it.
-SHIPPED = ("MANIFEST.json", "FILES.json", "README.md", "meta/runtime.yml", "playbooks/render.yml", "plugins/modules/engine_wait.py",
-           "roles/vllm/tasks/main.yml", "inventories/a3/hosts.yml", "changelogs/changelog.yaml")
+# The product: these must be in it (the license text galaxy.yml's license_file names, every role's README.md:
+# Galaxy's importer refuses a role without one).
+SHIPPED = ("MANIFEST.json", "FILES.json", "README.md", "LICENSE", "meta/runtime.yml", "playbooks/render.yml",
+           "plugins/modules/engine_wait.py", "roles/vllm/tasks/main.yml", "inventories/a3/hosts.yml",
+           "changelogs/changelog.yaml", "CHANGELOG.rst", "docs/benchmark/edge.md") + tuple(
+               "roles/%s/README.md" % p.name for p in sorted((ROOT / "roles").iterdir()) if p.is_dir())
 
 
 def run(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:

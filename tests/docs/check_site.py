@@ -108,7 +108,7 @@ def chromium(args: list) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--site", required=True, help="the built HTML site")
     parser.add_argument("--collection", required=True, help="the installed collection the site documents")
     parser.add_argument("--warnings", required=True, help="sphinx-build's warning file")

@@ -29,7 +29,8 @@ rm -rf "$out"
 mkdir -p "$out/collections" "$out/sphinx"
 chmod 755 "$out/sphinx"
 .venv/bin/ansible-galaxy collection build --force --output-path "$out" . >/dev/null
-.venv/bin/ansible-galaxy collection install --offline --no-deps --force -p "$out/collections" "$out"/ascend-vllm_pd-*.tar.gz 2>&1 | grep -v "is not part of the configured Ansible collections paths" || true
+.venv/bin/ansible-galaxy collection install --offline --no-deps --force -p "$out/collections" "$out"/ascend-vllm_pd-*.tar.gz \
+  >"$out/install.log" 2>&1 || { cat "$out/install.log" >&2; exit 1; }
 # galaxy.yml's dependencies and theirs (the lint checks references into them): the pinned "ansible" package of .venv
 deps=$(echo "$PWD"/.venv/lib/python3*/site-packages)
 export ANSIBLE_COLLECTIONS_PATH=$out/collections:$deps PATH="$venv/bin:$PATH"

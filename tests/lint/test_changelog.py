@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
-"""The changelog fragments are valid for antsibull-changelog, and a release can be built from them:
-antsibull-changelog lint on the checkout, then antsibull-changelog release in a temporary copy of the
-collection (a release consumes the fragments, so never in the checkout). The built CHANGELOG.rst must
-carry every fragment's entries and the collection's modules."""
+"""The changelog: the fragments are valid for antsibull-changelog (lint), CHANGELOG.rst is generated from
+changelogs/changelog.yaml, galaxy.yml's version is a release listing every module, and the fragments written since
+then build the next release. Releases and generates run in a temporary copy of the collection (a release consumes
+the fragments), never in the checkout."""
 from __future__ import annotations
 
 import os
@@ -37,24 +37,53 @@ def test_fragments_lint(tool):
     assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
 
 
-def test_release_builds_the_changelog(tool, tmp_path):
-    version = yaml.safe_load((ROOT / "galaxy.yml").read_text(encoding="utf-8"))["version"]
+def collection_copy(tmp_path: Path) -> Path:
+    """The files antsibull-changelog reads, in a temporary ansible_collections/ascend/vllm_pd (a release consumes the
+    fragments and a generate rewrites CHANGELOG.rst: never in the checkout)."""
     copy = tmp_path / "ansible_collections" / "ascend" / "vllm_pd"
     copy.mkdir(parents=True)
-    for name in ("galaxy.yml", "changelogs", "plugins", "meta"):
+    for name in ("galaxy.yml", "changelogs", "plugins", "meta", "CHANGELOG.rst"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(src, copy / name)
-    proc = run(["release", "--version", str(version), "--date", "2026-01-01"], copy)
+    return copy
+
+
+def test_changelog_rst_is_generated_from_changelog_yaml(tool, tmp_path):
+    """CHANGELOG.rst is antsibull-changelog's rendering of changelogs/changelog.yaml, not hand-edited."""
+    copy = collection_copy(tmp_path)
+    proc = run(["generate"], copy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (copy / "CHANGELOG.rst").read_text(encoding="utf-8") == (ROOT / "CHANGELOG.rst").read_text(encoding="utf-8"), \
+        "CHANGELOG.rst differs from changelogs/changelog.yaml: run antsibull-changelog generate"
+
+
+def test_galaxy_version_is_a_release_with_every_module():
+    version = str(yaml.safe_load((ROOT / "galaxy.yml").read_text(encoding="utf-8"))["version"])
+    releases = yaml.safe_load((ROOT / "changelogs" / "changelog.yaml").read_text(encoding="utf-8"))["releases"]
+    assert version in releases, "galaxy.yml's version %s has no release in changelogs/changelog.yaml" % version
+    text = (ROOT / "CHANGELOG.rst").read_text(encoding="utf-8")
+    assert "v%s\n" % version in text
+    released = {m["name"] for r in releases.values() for m in r.get("modules", [])}
+    assert released == {p.stem for p in (ROOT / "plugins" / "modules").glob("*.py")}
+    assert all("New Modules" in text and m in text for m in released)
+
+
+def test_pending_fragments_make_the_next_release(tool, tmp_path):
+    """The fragments written since the last release build the next one (a patch release in the copy), with every
+    entry in CHANGELOG.rst."""
+    if not FRAGMENTS:
+        pytest.skip("no fragment since the last release")
+    copy = collection_copy(tmp_path)
+    version = str(yaml.safe_load((ROOT / "galaxy.yml").read_text(encoding="utf-8"))["version"])
+    major, minor, patch = (int(x) for x in version.split("."))
+    proc = run(["release", "--version", "%d.%d.%d" % (major, minor, patch + 1), "--date", "2026-01-01"], copy)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = (copy / "CHANGELOG.rst").read_text(encoding="utf-8")
-    assert "v%s\n" % version in text
     for fragment in FRAGMENTS:
         for section, entries in yaml.safe_load(fragment.read_text(encoding="utf-8")).items():
             for entry in entries if isinstance(entries, list) else [entries]:
                 # the RST escapes some characters: compare the entry's first words
                 assert " ".join(entry.split()[:3]) in text, (fragment.name, section, entry)
-    modules = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py"))
-    assert "New Modules" in text and all(m in text for m in modules), text[-2000:]
