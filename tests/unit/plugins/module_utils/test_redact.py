@@ -102,6 +102,10 @@ def test_a_pem_block_spanning_lines():
     assert R.redact_text(text, counts=counts) == (
         "before\n-----BEGIN RSA PRIVATE KEY-----\n%s\n-----END RSA PRIVATE KEY-----\nafter\n" % M)
     assert counts == {"pem private key": 1}
+    # each whole block counts: two blocks (and a cut one after them) are three redactions
+    counts = {}
+    R.redact_text(PEM + "mid\n" + PEM + "log\n-----BEGIN PRIVATE KEY-----\n%s" % B64, counts=counts)
+    assert counts == {"pem private key": 3}
     plain = "x -----BEGIN PRIVATE KEY-----\r\n%s\r\n-----END PRIVATE KEY----- y" % B64
     assert red(plain) == "x -----BEGIN PRIVATE KEY-----\n%s\n-----END PRIVATE KEY----- y" % M
     # a certificate is public: kept
