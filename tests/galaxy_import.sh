@@ -4,22 +4,15 @@
 #   tests/galaxy_import.sh
 # The tarball is built by hacking/build_collection.py with the repository URL a publisher supplies
 # ($A3_COLLECTION_REPOSITORY; CI supplies a reserved example URL, since the real one is the publisher's).
-# The importer's venv lives in this machine's test cache ($A3_TEST_CACHE_DIR, as tests/sanity.sh), rebuilt when the pin
-# changes. The collections the roles call (galaxy.yml dependencies) come from the pinned
+# The importer's venv lives in this machine's test cache (tests/cache_venv.sh), rebuilt when the pin changes. The collections the roles call (galaxy.yml dependencies) come from the pinned
 # "ansible" package of .venv, as a Galaxy server has them installed: without them every task of theirs is a warning
 # about the importer's environment, not about this collection.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pin="galaxy-importer==0.4.44"
-cache=${A3_TEST_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ascend-vllm-pd}
-venv=$cache/importer-venv
-mkdir -p "$cache"
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.installed" 2>/dev/null)" != "$pin" ]; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet "$pin" 2> >(grep -v "is ignored: it is neither" >&2)
-  echo "$pin" > "$venv/.installed"
-fi
+. tests/cache_venv.sh
+cache_venv importer-venv "$pin" "$pin"
+venv=$CACHE_VENV
 repository=${A3_COLLECTION_REPOSITORY:-https://example.invalid/ascend/vllm_pd}
 out=.cache/galaxy-import
 rm -rf "$out"

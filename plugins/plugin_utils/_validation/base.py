@@ -18,12 +18,30 @@ import re
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _specs
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import SIDES
 
+try:
+    from packaging.version import InvalidVersion, Version
+except ImportError:  # ansible-core depends on packaging; only ansible-test's import check runs without it
+    InvalidVersion = ValueError
+    Version = None
+
 ABSENT = object()
 SECRET = object()  # shown as "(not shown)": the value of a no_log option never appears in a message
 PLACEHOLDER_RE = re.compile(r"<[^>]*>|\bxxxx\b|CHANGE_?ME", re.IGNORECASE)
 FLAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRUE, _FALSE = ("true",), ("false",)
+
+
+def pep440(text):
+    """The normalized form of a PEP 440 version (what pip installs for 'name==text' and the installed package then
+    reports: 1.0.0-RC1 -> 1.0.0rc1), read by packaging, which ansible-core depends on; None for text that is no
+    PEP 440 version (latest, 1..2, 1_0, >=5)."""
+    if Version is None:
+        raise ImportError("the Python package 'packaging' (a dependency of ansible-core) is missing on the controller")
+    try:
+        return str(Version(str(text)))
+    except InvalidVersion:
+        return None
 
 
 def side_names(*names) -> tuple:

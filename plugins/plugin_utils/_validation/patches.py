@@ -6,31 +6,13 @@ from __future__ import annotations
 
 import re
 
-try:
-    from packaging.version import InvalidVersion, Version
-except ImportError:  # ansible-core depends on packaging; only ansible-test's import check runs without it
-    InvalidVersion = ValueError
-    Version = None
-
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import ABSENT, reads
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import ABSENT, pep440, reads
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.container import TAG_RE
 
 # The vllm-ascend version in the image tag, exactly as roles/patches/defaults (patches_vllm_ascend_version).
 _TAG_VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(rc[0-9]+)?")
 # A project name as PEP 508 spells it (packaging's own regular expression for names).
 _PIP_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
-
-
-def pep440(text):
-    """The normalized form of a PEP 440 version (what pip installs for 'name==text' and the installed package then
-    reports: 1.0.0-RC1 -> 1.0.0rc1), read by packaging, which ansible-core depends on; None for text that is no
-    PEP 440 version (latest, 1..2, 1_0, >=5)."""
-    if Version is None:
-        raise ImportError("the Python package 'packaging' (a dependency of ansible-core) is missing on the controller")
-    try:
-        return str(Version(str(text)))
-    except InvalidVersion:
-        return None
 
 
 @reads("patches_table")

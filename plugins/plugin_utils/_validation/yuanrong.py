@@ -8,8 +8,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import (
-    ABSENT, as_bool, as_int, check_flag_dict, reads)
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.patches import pep440
+    ABSENT, as_bool, as_int, check_flag_dict, pep440, reads)
 
 # Worker flags yuanrong_argv sets from yuanrong_* variables (yuanrong_worker_flags may not repeat them).
 WORKER_FLAGS = {"worker_address": "yuanrong_worker_port", "etcd_address": "yuanrong_etcd_address",
