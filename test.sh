@@ -34,6 +34,12 @@ fi
 # tests/unit/proxy/test_proxy_live.py runs the proxy wrapper live (its process, both uvicorn listeners, the prober and
 # the forwarding to stub engines on 127.0.0.1, with a stand-in for the upstream script) on the web stack
 # requirements.txt pins (fastapi, httpx, uvicorn); no proxy test skips: a missing package fails it, naming ./setup.sh.
+# tests/unit/proxy/test_proxy_router_live.py runs the wrapper as vllm-router's parent and registrar in front of the
+# real router: the pin proxy_router_package ships (roles/proxy/defaults), in a venv of this machine's test cache.
+. tests/cache_venv.sh
+router_pin=$(sed -n 's/^proxy_router_package: *\([^ #]*\).*/\1/p' roles/proxy/defaults/main.yml)
+cache_venv router-venv "$router_pin" "$router_pin"
+A3_ROUTER_BIN=$CACHE_VENV/bin/vllm-router \
 pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/monitoring tests/sim/test_tools.py tests/sim/test_partition.py \
   tests/sim/test_loadgen.py
 step "ansible-test sanity (offline; tests/sanity.sh)"

@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""What the serving edge costs: the upstream proxy script, the project's proxy, the vllm-router and a direct backend,
-side by side, in front of fake engines that answer at once (benchmarks/edge_fakes.py), so that only the relay is
-measured.
+"""What the serving edge costs: the upstream proxy script, the project's proxy, the vllm-router alone, the
+collection's vllm-router engine as the proxy role deploys it, and a direct backend, side by side, in front of fake
+engines that answer at once (benchmarks/edge_fakes.py), so that only the relay is measured.
 
-  python3 benchmarks/edge_bench.py [--rounds 3] [--seconds 4] [--engines upstream,a3proxy,vllm-router,direct]
+  python3 benchmarks/edge_bench.py [--rounds 3] [--seconds 4] [--engines upstream,a3proxy,vllm-router,edge,direct]
                                    [--json PATH]
+
+The engines: `upstream` (vllm-ascend's load_balance_proxy_server_example.py), `a3proxy` (the collection's wrapper
+around it, proxy_engine upstream), `vllm-router` (the Rust router alone, with the backends on its command line),
+`edge` (proxy_engine vllm-router: haproxy with the role's own configuration, rendered by benchmarks/edge_render.yml,
+in front of the router, which the wrapper starts and registers the backends with), `direct` (a decode fake).
 
 From a fresh clone it needs nothing but python3 and the package index: it makes .cache/edge-bench/venv (the
 proxy's pinned web stack from requirements.txt, with uvicorn's standard extras and sniffio as a vLLM image has
 them), .cache/edge-bench/router-venv (vllm-router, pinned below), and takes the upstream script from the
-vllm-ascend sdist that sim/cluster.sh downloads (sim/cluster.sh sdist).
+vllm-ascend sdist that sim/cluster.sh downloads (sim/cluster.sh sdist). `edge` also needs haproxy (Debian's
+package: the bench installs it with apt-get when it is missing and it runs as root) and the collection's venv
+(./setup.sh, which the bench runs) to render the role's configuration.
 
-Each relay runs alone on the first CPU; the fakes and the load generator share the second (on a machine with one
+Each relay runs alone on the first CPU (`edge`: haproxy, the wrapper and the router together); the fakes and the load generator share the second (on a machine with one
 CPU everything shares it, and the table says so). Per round and relay: non-stream chat answers of 16 tokens from
 1, 16, 64 and 256 closed-loop clients (answers/s, p50, p99, the relay's CPU milliseconds per answer), then streams
 of 64 tokens from 64 clients (tokens/s relayed, the relay's CPU seconds per 1,000 tokens). Every answer is checked
@@ -41,14 +48,26 @@ WORK = os.path.join(ROOT, ".cache", "edge-bench")
 FAKES = os.path.join(ROOT, "benchmarks", "edge_fakes.py")
 WRAPPER = os.path.join(ROOT, "roles", "proxy", "files", "a3_proxy.py")
 UPSTREAM_MEMBER = "examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
-ROUTER_PIN = "vllm-router==0.1.17"
+
+
+def _router_pin():
+    """The pin the proxy role installs (roles/proxy/defaults/main.yml: proxy_router_package), written there once."""
+    with open(os.path.join(ROOT, "roles", "proxy", "defaults", "main.yml"), encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("proxy_router_package:"):
+                return line.split(":", 1)[1].split("#", 1)[0].strip()
+    raise SystemExit("edge_bench.py: roles/proxy/defaults/main.yml has no proxy_router_package")
+
+
+ROUTER_PIN = _router_pin()
 STACK_EXTRAS = ("sniffio==1.3.1", "uvloop==0.23.0", "httptools==0.9.0")
 PREFILL_PORTS = (18101, 18102)
 DECODE_PORTS = (18201, 18202)
 RELAY_PORT, ADMIN_PORT = 18300, 18399
 CLIENTS = (1, 16, 64, 256)
 STREAM_CLIENTS, STREAM_TOKENS, TOKENS = 64, 64, 16
-ENGINES = ("upstream", "a3proxy", "vllm-router", "direct")
+ENGINES = ("upstream", "a3proxy", "vllm-router", "edge", "direct")
+EDGE_BASE_PORT = 18310   # proxy_router_base_port of the `edge` engine: router, wrapper, discovery, metrics, stats
 
 
 def log(msg):
@@ -56,18 +75,20 @@ def log(msg):
 
 
 def pins():
-    """The web stack's pins of requirements.txt (fastapi, httpx, uvicorn)."""
+    """The web stack's pins of requirements.txt (fastapi, httpx, uvicorn) and pyzmq (the wrapper registers the
+    backends with the router over ZMQ in the `edge` engine)."""
     wanted = {}
     with open(os.path.join(ROOT, "requirements.txt")) as handle:
         for line in handle:
             name = line.split("#")[0].strip()
-            for pkg in ("fastapi", "httpx", "uvicorn"):
+            for pkg in ("fastapi", "httpx", "uvicorn", "pyzmq"):
                 if name.startswith(pkg + "=="):
                     wanted[pkg] = name
-    missing = {"fastapi", "httpx", "uvicorn"} - set(wanted)
+    missing = {"fastapi", "httpx", "uvicorn", "pyzmq"} - set(wanted)
     if missing:
         raise SystemExit("requirements.txt lacks a pin of %s" % ", ".join(sorted(missing)))
-    return [wanted["fastapi"], wanted["httpx"], wanted["uvicorn"].replace("uvicorn==", "uvicorn[standard]==")]
+    return [wanted["fastapi"], wanted["httpx"], wanted["uvicorn"].replace("uvicorn==", "uvicorn[standard]=="),
+            wanted["pyzmq"]]
 
 
 def venv(name, packages):
@@ -86,6 +107,38 @@ def venv(name, packages):
     with open(stamp, "w") as handle:
         handle.write(want)
     return os.path.join(path, "bin")
+
+
+def render_edge():
+    """haproxy on PATH (Debian's package, installed when missing and this runs as root) and the role's edge
+    configuration for the bench's ports, rendered by Ansible from the role's own files (benchmarks/edge_render.yml)."""
+    if shutil.which("haproxy") is None:
+        if os.geteuid() != 0:
+            raise SystemExit("the edge engine needs haproxy: apt-get install haproxy (or leave `edge` out of --engines)")
+        log("installing haproxy (apt-get)")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        # policy-rc.d: the package's maintainer scripts must not start a haproxy daemon on this machine
+        policy = "/usr/sbin/policy-rc.d"
+        own = not os.path.exists(policy)
+        if own:
+            with open(policy, "w") as handle:
+                handle.write("#!/bin/sh\nexit 101\n")
+            os.chmod(policy, 0o755)
+        try:
+            subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "haproxy"], check=True, env=env,
+                           capture_output=True)
+        finally:
+            if own:
+                os.remove(policy)
+    subprocess.run([os.path.join(ROOT, "setup.sh")], check=True, cwd=ROOT, capture_output=True)
+    playbook = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
+    extra = {"bench_dir": WORK, "proxy_port": RELAY_PORT, "proxy_router_base_port": EDGE_BASE_PORT,
+             "proxy_bind_host": "127.0.0.1", "a3_work_dir": WORK, "a3_host_work_dir": WORK,
+             "proxy_engine": "vllm-router"}
+    out = subprocess.run([playbook, os.path.join(ROOT, "benchmarks", "edge_render.yml"), "-e", json.dumps(extra)],
+                         cwd=ROOT, capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise SystemExit("rendering the edge failed:\n" + out.stdout[-3000:])
 
 
 def upstream_script():
@@ -165,6 +218,18 @@ def relay_argv(engine, bins, script):
     if engine == "a3proxy":
         return [os.path.join(bins["stack"], "python"), WRAPPER, "--a3-upstream-script", script,
                 "--a3-admin-host", "127.0.0.1", "--a3-admin-port", str(ADMIN_PORT)] + common
+    if engine == "edge":
+        # one session (the CPU accounting and the stop take all of it): haproxy, then the wrapper, whose child the
+        # router is; the wrapper's own listener is the edge's control backend, as the role sets it up
+        wrapper = [os.path.join(bins["stack"], "python"), WRAPPER, "--a3-upstream-script", script,
+                   "--a3-admin-host", "127.0.0.1", "--a3-admin-port", str(ADMIN_PORT),
+                   "--a3-engine", "vllm-router", "--a3-router-bin", os.path.join(bins["router"], "vllm-router"),
+                   "--a3-router-port", str(EDGE_BASE_PORT), "--a3-router-discovery-port", str(EDGE_BASE_PORT + 2),
+                   "--a3-router-metrics-port", str(EDGE_BASE_PORT + 3),
+                   "--a3-edge-stats", "http://127.0.0.1:%d/stats;csv" % (EDGE_BASE_PORT + 4),
+                   "--host", "127.0.0.1", "--port", str(EDGE_BASE_PORT + 1)] + hosts
+        return ["bash", "-c", 'haproxy -W -db -f "$1" & shift; exec "$@"', "_",
+                os.path.join(WORK, "edge", "haproxy.cfg")] + wrapper
     if engine == "vllm-router":
         argv = [os.path.join(bins["router"], "vllm-router"), "--vllm-pd-disaggregation", "--host", "127.0.0.1",
                 "--port", str(RELAY_PORT), "--policy", "round_robin", "--log-level", "warning"]
@@ -278,9 +343,11 @@ def main():
         parser.error("unknown engine(s) %s: choose from %s" % (", ".join(sorted(unknown)), ", ".join(ENGINES)))
     os.makedirs(WORK, exist_ok=True)
     bins = {"stack": venv("venv", pins() + list(STACK_EXTRAS))}
-    if "vllm-router" in engines:
+    if {"vllm-router", "edge"} & set(engines):
         bins["router"] = venv("router-venv", [ROUTER_PIN])
-    script = upstream_script() if {"upstream", "a3proxy"} & set(engines) else None
+    if "edge" in engines:
+        render_edge()
+    script = upstream_script() if {"upstream", "a3proxy", "edge"} & set(engines) else None
     fakes = start([sys.executable, FAKES, "serve"] + ["prefill:%d" % p for p in PREFILL_PORTS] +
                   ["decode:%d" % p for p in DECODE_PORTS], 1, "fakes")
     rounds = []

@@ -23,8 +23,10 @@ class ActionModule(ActionBase):
         allow = boolean(self._task.args.get("allow_placeholders", False), strict=False)
         # every option the roles' specs declare: what each host sets in the inventory, else the default of the
         # collection role that ships it
-        errors, warnings = validate(from_hostvars(task_vars["hostvars"], task_vars["groups"], role_defaults()),
-                                    allow_placeholders=allow)
+        # (raw: the untemplated values, for a value that names a role default the controller does not know)
+        inventory = from_hostvars(task_vars["hostvars"], task_vars["groups"], role_defaults(),
+                                  raw=getattr(task_vars["hostvars"], "raw_get", None))
+        errors, warnings = validate(inventory, allow_placeholders=allow)
         result.update(changed=False, inventory_warnings=warnings)
         if warnings:
             result["warnings"] = list(warnings)

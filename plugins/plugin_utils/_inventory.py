@@ -33,13 +33,20 @@ def _plain(value):
     return str(value)
 
 
-def from_hostvars(hostvars, groups, defaults=None, keys=None) -> dict:
+def _templated_text(value) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def from_hostvars(hostvars, groups, defaults=None, keys=None, raw=None) -> dict:
     """Read `keys` (default: every per-host key the specs declare) for every prefill/decode host: the host's own
     value when the inventory (or -e, or a fact) sets one (hostvars templates it), else the collection's role
     default from `defaults`, else None.
 
     hostvars never holds role defaults, so without `defaults` an inventory of hosts alone would read
-    as all None."""
+    as all None. For the same reason an inventory value that names a role default ("{{ container_image }}") cannot
+    be templated on the controller: with `raw` (host -> its untemplated variables) such a value is read as its
+    template text, which the validation skips as it skips every value it cannot judge before templating; any
+    other failure of the templating is raised."""
     defaults = defaults or {}
     keys = host_keys() if keys is None else keys
     grp = {side: [str(h) for h in (groups.get(side) or [])] for side in SIDES}
@@ -47,5 +54,17 @@ def from_hostvars(hostvars, groups, defaults=None, keys=None) -> dict:
     for side in SIDES:
         for h in grp[side]:
             hv = hostvars[h]
-            hosts[h] = {key: _plain(hv[key]) if key in hv else _plain(defaults.get(key)) for key in keys}
+            values = {}
+            for key in keys:
+                if key not in hv:
+                    values[key] = _plain(defaults.get(key))
+                    continue
+                try:
+                    values[key] = _plain(hv[key])
+                except Exception:
+                    text = (raw(h) or {}).get(key) if raw is not None else None
+                    if not _templated_text(text):
+                        raise
+                    values[key] = str(text)
+            hosts[h] = values
     return {"groups": grp, "hosts": hosts}

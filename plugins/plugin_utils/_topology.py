@@ -260,6 +260,12 @@ def _result(inv: dict, sides: dict, mooncake: dict, per_host: dict, etcd_host: s
     }
 
 
+# proxy_engine vllm-router binds this many ports from proxy_router_base_port on the proxy host's loopback: the
+# router, the wrapper's listener behind the edge, the router's discovery, the router's metrics, haproxy's stats
+# (roles/proxy/vars: proxy_router_ports).
+ROUTER_PORTS = 5
+
+
 def host_ports(host: str, topo: dict, hv: dict) -> list:
     """Every (first, last, what) port range the deployment binds on one host."""
     me = topo["hosts"][host]
@@ -278,6 +284,10 @@ def host_ports(host: str, topo: dict, hv: dict) -> list:
     if me["is_proxy_host"]:
         ranges.append((int(hv["proxy_port"]),) * 2 + ("proxy port (proxy_port)",))
         ranges.append((int(hv["proxy_admin_port"]),) * 2 + ("proxy admin port (proxy_admin_port)",))
+        if hv.get("proxy_engine") == "vllm-router" and "proxy_router_base_port" in hv:
+            base = int(hv["proxy_router_base_port"])
+            ranges.append((base, base + ROUTER_PORTS - 1, "vllm-router's loopback ports (proxy_router_base_port and the "
+                           "%d after it)" % (ROUTER_PORTS - 1)))
     return ranges
 
 

@@ -15,15 +15,21 @@
 NODE_PACKAGES=(systemd systemd-sysv dbus docker.io iptables python3 python3-docker iproute2 procps
   ca-certificates curl tzdata kmod)
 SUB_PACKAGES=(python3 python3-pip python3-venv python-is-python3 git ca-certificates procps iproute2
-  numactl curl net-tools)
+  numactl curl net-tools haproxy)
+# haproxy: the serving edge of proxy_engine vllm-router. A site runs the official haproxy image there
+# (proxy_edge_image); inventories/sim runs it from the substitute image, which has no registry of its own here.
 
 # What the substitute image installs from wheels downloaded on the host (Debian 12 = CPython 3.11).
 # uvicorn's standard extras (uvloop, httptools) and sniffio as a vLLM image has them (vLLM asks for fastapi[standard]):
 # the proxy runs on uvloop and httptools there, so it does here.
-SUB_WHEELS=("fastapi<0.124.0" httpx "uvicorn[standard]" sniffio)
+# pyzmq as vLLM itself requires it: the proxy wrapper registers the backends with vllm-router over ZMQ.
+SUB_WHEELS=("fastapi<0.124.0" httpx "uvicorn[standard]" sniffio pyzmq)
 # The seed's pins (patches role), carried in the image at /opt/a3sim/wheels for an index-free
 # `pip install --no-deps --force-reinstall` (inventories/sim: patches_pip_index_args).
 PIN_WHEELS=(transformers==5.2.0 huggingface_hub==1.5.0)
+# proxy_engine vllm-router: the proxy role pip-installs this pin (with its dependencies) into a venv on the proxy
+# host; inventories/sim points its pip at /opt/a3sim/wheels too (proxy_router_pip_args).
+ROUTER_WHEELS=("$(sed -n 's/^proxy_router_package: *\([^ #]*\).*/\1/p' "$SIM_DIR/../roles/proxy/defaults/main.yml")")
 # pip does not widen a manylinux_2_N platform to older ones: list glibc 2.36 (Debian 12) down to 2.17.
 WHEEL_TARGET=(--only-binary :all: --python-version 3.11 --implementation cp --abi cp311)
 for _glibc in $(seq 36 -1 17); do WHEEL_TARGET+=(--platform "manylinux_2_${_glibc}_x86_64"); done
@@ -185,16 +191,18 @@ download_wheels() { # -> $WHEELS_DIR with requirements.txt
 
 download_pins() { # -> $PINS_DIR
   local key
-  key=$(printf '%s\n' "${PIN_WHEELS[@]}" | hash_text)
+  key=$(printf '%s\n' "${PIN_WHEELS[@]}" "${ROUTER_WHEELS[@]}" "${WHEEL_TARGET[@]}" | hash_text)
   PINS_DIR=$CACHE_DIR/wheels/pins-$key
   if [ -e "$PINS_DIR/.complete" ]; then
     log "pinned wheels (${PIN_WHEELS[*]}): cached"
     return 0
   fi
-  step "download pinned wheels: ${PIN_WHEELS[*]}"
+  step "download pinned wheels: ${PIN_WHEELS[*]} ${ROUTER_WHEELS[*]}"
   rm -rf "$PINS_DIR"
   mkdir -p "$PINS_DIR"
   pip_quiet python3 download --no-deps -d "$PINS_DIR" "${PIN_WHEELS[@]}" || die "pip download ${PIN_WHEELS[*]} failed"
+  pip_quiet python3 download "${WHEEL_TARGET[@]}" -d "$PINS_DIR" "${ROUTER_WHEELS[@]}" ||
+    die "pip download ${ROUTER_WHEELS[*]} failed"
   touch "$PINS_DIR/.complete"
   step_done "$(find "$PINS_DIR" -name '*.whl' | wc -l) wheels"
 }

@@ -35,7 +35,7 @@ PREFILL, DECODE = ("p0", "p1"), ("d0", "d1")
 API_PORT, WORKER_PORT, ETCD = 6700, 18481, "127.30.0.11:2379"
 PROXY = "http://127.30.0.11:8088"
 MODEL = "glm-5.1"
-CONTAINER, PROXY_CONTAINER = "yr_glm5", "yr_glm5_proxy"
+CONTAINER, PROXY_CONTAINER, EDGE_CONTAINER = "yr_glm5", "yr_glm5_proxy", "yr_glm5_edge"   # edge: proxy_engine vllm-router
 # The engine processes inside yr_glm5 (`python3 -m vllm_sim serve ...`, started by the `vllm` shim). Anchored
 # at the start of the command line, so that the `bash -c` running pgrep/pkill never matches itself.
 ENGINE_PATTERN = "^[^ ]*python[0-9.]* -m vllm_sim serve"
@@ -167,8 +167,8 @@ def _kill_worker(node: str) -> None:
     in_container(node, "pkill -KILL -f -- -worker_address=%s:%d" % (NODE_IPS[node], WORKER_PORT))
 
 
-def _kill_proxy() -> None:
-    node_sh("p0", "kill -KILL $(docker inspect -f '{{.State.Pid}}' %s)" % PROXY_CONTAINER)
+def _kill_proxy(container: str = PROXY_CONTAINER) -> None:
+    node_sh("p0", "kill -KILL $(docker inspect -f '{{.State.Pid}}' %s)" % container)
 
 
 def _freeze_engine(node: str) -> None:
@@ -247,6 +247,39 @@ def faults(restart_node: str = "d1") -> list:
     ] + frozen_faults()
 
 
+def router_faults() -> list:
+    """The suite's faults that test the serving edge of proxy_engine vllm-router (haproxy, the wrapper as the router's
+    parent and registrar, the router): a decode rank that dies, hangs or freezes (the registrar must take it out of
+    the router), the proxy container (wrapper and router) and the edge container killed, a decode node cut off."""
+    return [
+        Fault("kill -9 a decode rank (d1)", lambda: _kill_engine("d1"), lambda: engine_pids("d1"), 60),
+        Fault("hang a decode rank (d1: /health 200, no token)", lambda: _hang_engine("d1"), lambda: engine_pids("d1"),
+              120, cleanup=lambda: _clear_faults("d1")),
+        Fault("kill -9 the proxy (p0: the wrapper and its router)", _kill_proxy,
+              lambda: started_at("p0", PROXY_CONTAINER), 60),
+        Fault("kill -9 the edge (p0: haproxy)", lambda: _kill_proxy(EDGE_CONTAINER),
+              lambda: started_at("p0", EDGE_CONTAINER), 60),
+        Fault("freeze a decode rank (d1: SIGSTOP, the process lives)", lambda: _freeze_engine("d1"),
+              lambda: engine_pids("d1"), 150, cleanup=lambda: _thaw_engine("d1")),
+        partition_fault("d1"),
+    ]
+
+
+def assert_row(row: dict, fault: Fault, may_refuse: bool) -> None:
+    """What every fault of the suite must show (molecule's selfheal and rolling scenarios): healthy before, healed by
+    itself within its bound with a good answer after, no empty 200, no 5xx without an error body, no client waiting
+    into its timeout; connections refused only where may_refuse (the listener itself was restarted)."""
+    assert not row["precondition"], "the cluster was not healthy before the fault: %s" % row["precondition"]
+    assert row["healed"], "%s did not heal within %ss: %s" % (fault.name, fault.bound, row["problems"])
+    assert row["empty_200"] == 0, row["details"]
+    assert row["bad"] == 0, row["details"]
+    assert row["timeout"] == 0, row["details"]
+    assert row["good"] > 0 and row["first_good_after"] is not None, row
+    assert row["healed_after"] <= fault.bound, row
+    if not may_refuse:
+        assert row["conn_error"] == 0, row["details"]
+
+
 def frozen_faults() -> list:
     """Failures that end no process: frozen ranks (restarted by their own node's canary after vllm_down_grace, the
     stalled rest of the group waits), a whole node frozen for 40 s (it thaws by itself) and a node cut off from the
@@ -277,7 +310,7 @@ def wait_healthy(timeout: float, step: float = 2) -> list:
     return problems
 
 
-def run_fault(fault: Fault, clients: int = 3, settle: float = 5, log=print) -> dict:
+def run_fault(fault: Fault, clients: int = 3, settle: float = 5, log=print, api_key: str | None = None) -> dict:
     """One fault under load. Returns loadgen's summary plus: healed (bool), healed_after (s from the
     fault until healthy with the part replaced and a good answer after that), manual_steps (0),
     problems (what was still wrong at the bound), precondition (problems before the fault)."""
@@ -286,7 +319,8 @@ def run_fault(fault: Fault, clients: int = 3, settle: float = 5, log=print) -> d
         return {"fault": fault.name, "precondition": before, "healed": False, "healed_after": None,
                 "manual_steps": 0, "sent": 0}
     old = fault.identity()
-    load = loadgen.Load(PROXY, MODEL, clients=clients, timeout=30, max_duration=fault.bound + 120, interval=0.2)
+    load = loadgen.Load(PROXY, MODEL, clients=clients, timeout=30, max_duration=fault.bound + 120, interval=0.2,
+                        api_key=api_key)
     load.start()
     try:
         load.wait_good(count=clients, timeout=30)

@@ -72,14 +72,15 @@ def test_galaxy_version_is_a_release_with_every_module():
 
 
 def test_pending_fragments_make_the_next_release(tool, tmp_path):
-    """The fragments written since the last release build the next one (a patch release in the copy), with every
-    entry in CHANGELOG.rst."""
+    """The fragments written since the last release build the next one (the next minor release in the copy: what
+    is developed after a release adds features; a new plugin says version_added of that minor), with every entry in
+    CHANGELOG.rst."""
     if not FRAGMENTS:
         pytest.skip("no fragment since the last release")
     copy = collection_copy(tmp_path)
     version = str(yaml.safe_load((ROOT / "galaxy.yml").read_text(encoding="utf-8"))["version"])
     major, minor, patch = (int(x) for x in version.split("."))
-    proc = run(["release", "--version", "%d.%d.%d" % (major, minor, patch + 1), "--date", "2026-01-01"], copy)
+    proc = run(["release", "--version", "%d.%d.0" % (major, minor + 1), "--date", "2026-01-01"], copy)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = (copy / "CHANGELOG.rst").read_text(encoding="utf-8")
     for fragment in FRAGMENTS:

@@ -10,7 +10,8 @@ Every filter has a doc of its own: ansible-doc shows a Python file's DOCUMENTATI
 provides, so a file with several filters documents each in plugins/filter/<name>.yml and carries none itself.
 The doc's options are the filter function's parameters (names, order, required, defaults). Every module and
 filter says when it was added: the collection's first release, 1.0.0, for what it shipped with, and never a
-version above the collection's (galaxy.yml)."""
+version above the collection's next minor release (galaxy.yml's version with its minor raised: what is added
+after a release ships in the next minor)."""
 from __future__ import annotations
 
 import importlib
@@ -229,10 +230,11 @@ def _check_version_added(documentation, what):
     assert added, "%s has no version_added" % what
     assert documentation.get("version_added_collection") == "ascend.vllm_pd", what
     first = _version(FIRST_RELEASE)
-    # what exists at the first release was added in it; anything later in a release up to galaxy.yml's version
-    assert _version(added) == first or first < _version(added) <= _collection_version(), \
-        "%s: version_added %s, but the collection's first release is %s and galaxy.yml says %s" % (
-            what, added, FIRST_RELEASE, ".".join(str(n) for n in _collection_version()))
+    # what exists at the first release was added in it; anything later in a release up to the next minor
+    major, minor, _patch = _collection_version()
+    assert _version(added) == first or first < _version(added) <= (major, minor + 1, 0), \
+        "%s: version_added %s, but the collection's first release is %s and galaxy.yml says %s (the next minor: " \
+        "%d.%d.0)" % (what, added, FIRST_RELEASE, ".".join(str(n) for n in _collection_version()), major, minor + 1)
 
 
 @pytest.mark.parametrize("name", MODULES)

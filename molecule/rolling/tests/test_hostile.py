@@ -23,6 +23,7 @@ globals().update({name: value for name, value in vars(hostile_suite).items()
                   if name.startswith("test_") or name in hostile_suite.FIXTURES})
 
 HARDENED = "molecule/rolling/vars/hardened.yml"
+ROUTER = "molecule/rolling/vars/router.yml"   # the suite's expectations follow proxy_engine (edge["engine"])
 VAULT_PASSWORD_FILE = ROOT / "molecule/rolling/vault-pass.txt"
 # The controller's copy of the etcd PKI the etcd role made (etcd_tls_local_dir's default for p0's business IP)
 ETCD_PKI = Path.home() / ".ascend-vllm-pd" / "127.30.0.11" / "etcd-pki"
@@ -31,7 +32,8 @@ os.environ["A3SIM_ETCD_PKI"] = str(ETCD_PKI)   # sim/lib/faultsuite.py reads etc
 
 @pytest.fixture(scope="module")
 def edge():
-    settings = edge_settings(ROOT, HARDENED, vault_password_file=VAULT_PASSWORD_FILE)
+    settings = edge_settings(ROOT, HARDENED, ROUTER, vault_password_file=VAULT_PASSWORD_FILE)
+    assert settings["engine"] == "vllm-router", settings
     assert settings["api_key"] and settings["admin_token"] and settings["engine_key"], settings
     return settings
 

@@ -40,7 +40,7 @@ HOST_RULES = (common.check_listen_addresses, hugepages.check_pages, container.ch
 ACROSS_RULES = (placement.check_same_everywhere, placement.check_same_hash_seed, common.check_service_hosts_named)
 # The etcd host, then the proxy host: rule(host, context).
 ETCD_RULES = (etcd.check_release, etcd.check_download, etcd.check_tls_days)
-PROXY_RULES = (proxy.check_extra_args, proxy.check_relay_capacity, monitoring.check_web_users,
+PROXY_RULES = (proxy.check_extra_args, proxy.check_engine, proxy.check_relay_capacity, monitoring.check_web_users,
                security.check_admin_listener, security.check_api_keys, security.check_secrets)
 # The layout of each side (the derivation needs them right).
 LAYOUT_RULES = (vllm_layout.check_side_values, vllm_layout.check_groups_divide, vllm_layout.check_group_rpc_port)

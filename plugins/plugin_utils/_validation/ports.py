@@ -29,7 +29,8 @@ def check_ranges_end(ctx):
 
 
 @reads("vllm_api_port", "vllm_dp_rpc_port", "vllm_<side>_kv_port", "yuanrong_worker_port", "etcd_client_port",
-       "etcd_peer_port", "proxy_port", "proxy_admin_port")
+       "etcd_peer_port", "proxy_port", "proxy_admin_port", "proxy_engine", "proxy_router_base_port",
+       choices={"proxy_engine": ("vllm-router",)})
 def check_overlaps(ctx):
     for h in ctx.ordered:
         ranges = host_ports(h, ctx.topo, ctx.hosts[h])

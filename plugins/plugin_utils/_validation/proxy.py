@@ -9,11 +9,14 @@ from __future__ import annotations
 import collections
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import (
-    Host, as_int, check_env_names, check_flag_dict, reads)
+    Host, as_bool, as_int, check_env_names, check_flag_dict, reads)
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.vllm_serve import merged_flags
 
 # The proxy script's own arguments (roles/proxy/vars: proxy_upstream_args) and the wrapper's --a3-* ones.
 PROXY_FLAGS = ("port", "host", "prefiller-hosts", "prefiller-ports", "decoder-hosts", "decoder-ports")
+# The flags of vllm-router the wrapper sets itself (roles/proxy/files/a3proxy: the router's command line).
+ROUTER_FLAGS = ("vllm-pd-disaggregation", "vllm-discovery-address", "host", "port", "prometheus-host",
+                "prometheus-port", "prefill", "decode", "api-key", "enable-igw")
 
 # What the proxy relays when every decode instance runs its max-num-seqs sequences at once: per_host is
 # ((host, instances, max-num-seqs), ...) in inventory order, sequences the sum of instances x max-num-seqs.
@@ -81,13 +84,36 @@ def describe_layout(estimate, groups=1) -> str:
             % (estimate.instances, hosts, estimate.sequences, estimate.tokens_per_sequence))
 
 
-@reads("proxy_relay_capacity", "proxy_tokens_per_sequence", "vllm_dp_size_local", "vllm_decode_dp_size_local",
-       "vllm_decode_dp_groups", "vllm_serve_args_common", "vllm_decode_serve_args")
+def router_engine(h) -> bool:
+    """proxy_engine is vllm-router (haproxy + the Rust router relay the completions)."""
+    return h.get("proxy_engine") == "vllm-router"
+
+
+@reads("proxy_engine", "proxy_wrapper", "proxy_router_args", choices={"proxy_engine": ("vllm-router",)})
+def check_engine(h, ctx):
+    """On the proxy host: the router engine runs under the wrapper (its registrar, probes and admin listener)."""
+    if not router_engine(h):
+        return
+    if as_bool(h.get("proxy_wrapper")) is False:
+        h.error("proxy_engine", "vllm-router", "the wrapper (a3_proxy.py) starts the router and registers the "
+                "healthy backends with it, but proxy_wrapper is false: set proxy_wrapper to true, or proxy_engine "
+                "to upstream")
+    check_flag_dict(h, "proxy_router_args", "vllm-router", "request-timeout-secs: 600", False,
+                    lambda flag: "the role sets --%s itself (from the topology and the proxy_* variables): remove "
+                    "it" % flag if flag in ROUTER_FLAGS else None)
+
+
+@reads("proxy_relay_capacity", "proxy_router_relay_capacity", "proxy_engine", "proxy_tokens_per_sequence",
+       "vllm_dp_size_local", "vllm_decode_dp_size_local", "vllm_decode_dp_groups", "vllm_serve_args_common",
+       "vllm_decode_serve_args")
 def check_relay_capacity(h, ctx):
-    """On the proxy host: the decode side's full streaming load against what one proxy process relays. A value out
-    of its bounds (at least 1) is the spec's error; a layout relay_estimate cannot read is not estimated (the layout
-    and serve-flag rules name it)."""
-    capacity = _positive(h.get("proxy_relay_capacity"))
+    """On the proxy host: the decode side's full streaming load against what the chosen engine relays
+    (proxy_relay_capacity for the upstream script's one Python process, proxy_router_relay_capacity for
+    haproxy + vllm-router). A value out of its bounds (at least 1) is the spec's error; a layout relay_estimate
+    cannot read is not estimated (the layout and serve-flag rules name it)."""
+    router = router_engine(h)
+    variable = "proxy_router_relay_capacity" if router else "proxy_relay_capacity"
+    capacity = _positive(h.get(variable))
     per_sequence = _positive(h.get("proxy_tokens_per_sequence"))
     decode = ctx.groups.get("decode") or []
     if capacity is None or per_sequence is None:
@@ -96,10 +122,17 @@ def check_relay_capacity(h, ctx):
     if estimate is None or estimate.tokens_per_s <= capacity:
         return
     groups = _positive((ctx.hosts.get(decode[0]) or {}).get("vllm_decode_dp_groups")) or 1
+    if router:
+        h.warn(variable, capacity, "%s = %d tokens/s at full load, above what haproxy and vllm-router relay "
+               "(proxy_engine vllm-router): measure the relay on this proxy host with benchmarks/edge_bench.py (the "
+               "collection's source repository) and set proxy_router_relay_capacity to what it reports, or reduce the "
+               "layout (fewer decode instances or a lower max-num-seqs in vllm_decode_serve_args)"
+               % (describe_layout(estimate, groups), estimate.tokens_per_s))
+        return
     h.warn("proxy_relay_capacity", capacity, "%s = %d tokens/s at full load, above this relay capacity of the "
            "proxy's one process, which every streamed token passes through: the streams would slow down at the "
            "proxy, not at the engines: measure the relay on this proxy host with benchmarks/edge_bench.py (the "
            "collection's source repository) and set "
            "proxy_relay_capacity to the streamed tokens/s it reports, or reduce the layout (fewer decode instances "
-           "or a lower max-num-seqs in vllm_decode_serve_args); a faster proxy engine is the long-term answer "
-           "(docs/capacity.md)" % (describe_layout(estimate, groups), estimate.tokens_per_s))
+           "or a lower max-num-seqs in vllm_decode_serve_args), or set proxy_engine to vllm-router, whose relay "
+           "carries several times more (docs/capacity.md)" % (describe_layout(estimate, groups), estimate.tokens_per_s))

@@ -4,6 +4,7 @@ helpers they share), and no skipping: a proxy test that would skip (a missing pa
 with the reason it gave, so ./test.sh can never pass with part of the proxy untested."""
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -37,3 +38,15 @@ def pytest_make_collect_report(collector):
         report.outcome = "failed"
         report.longrepr = ("a proxy test module may not skip, it skipped: %s (./setup.sh installs what the tests need)"
                            % reason)
+
+
+@pytest.fixture
+def logs(caplog):
+    """The wrapper's log records since the last call, as (level, message); each call clears them."""
+    caplog.set_level(logging.DEBUG, logger="a3_proxy")
+
+    def lines():
+        found = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "a3_proxy"]
+        caplog.clear()
+        return found
+    return lines

@@ -11,6 +11,7 @@ from a3proxy import cli
 WRAPPER = "wrapper options (a3)"
 ADMIN = "admin listener (a3)"
 LIMITS = "limits (a3)"
+ENGINE = "engine (a3)"
 # dest: (group, default, metavar, type name, help)
 OPTIONS = {
     "a3_probe_interval": (WRAPPER, 5.0, "S", "number",
@@ -36,6 +37,26 @@ OPTIONS = {
     "a3_ds_worker": (WRAPPER, [], "HOST:PORT", None,
                      "a datasystem worker address that must be registered and ready (repeat per worker; exported as "
                      "a3_proxy_ds_worker_registered)"),
+    "a3_engine": (ENGINE, "upstream", None, None,
+                  "what relays the completions: the upstream script in this process (upstream), or vllm-router as "
+                  "this process's child (vllm-router: the wrapper starts it, registers the backends its probes hold "
+                  "up and not drained, and serves /healthcheck, /v1/models and the admin listener; an edge in front "
+                  "sends the completions to the router) (default upstream)"),
+    "a3_router_bin": (ENGINE, None, "PATH", None, "the vllm-router executable (vllm-router engine only, required there)"),
+    "a3_router_port": (ENGINE, None, "PORT", "port",
+                       "port of the router's HTTP listener on 127.0.0.1 (vllm-router engine, required)"),
+    "a3_router_discovery_port": (ENGINE, None, "PORT", "port",
+                                 "port of the router's ZMQ service discovery on 127.0.0.1, where the wrapper registers "
+                                 "the backends (vllm-router engine, required)"),
+    "a3_router_metrics_port": (ENGINE, None, "PORT", "port",
+                               "port of the router's Prometheus exporter on 127.0.0.1, read every probe round "
+                               "(vllm-router engine, required)"),
+    "a3_router_arg": (ENGINE, [], "ARG", None,
+                      "one more argument of the router's command line, after the wrapper's own (repeat per argument; "
+                      "write --a3-router-arg=--flag for one that starts with a dash)"),
+    "a3_edge_stats": (ENGINE, None, "URL", None,
+                      "http:// URL of the edge's CSV statistics (haproxy's stats;csv), read every probe round for "
+                      "a3_proxy_requests_total of the completions (vllm-router engine only)"),
     "a3_admin_host": (ADMIN, "127.0.0.1", "ADDR", None,
                       "address of the admin listener: GET /healthcheck (with backend addresses), /a3/backends, "
                       "/metrics, POST /a3/drain, /a3/undrain, /instances/add, /instances/remove (default 127.0.0.1)"),

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 
 import httpx
-import pytest
 from a3proxy import auth, core
 from a3proxy.metrics import render_metrics
 
@@ -41,17 +39,6 @@ def answer(sent):
     """(status, {header: value}, body) of a whole answer."""
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
     return sent[0]["status"], dict(sent[0]["headers"]), sent[1]["body"]
-
-
-@pytest.fixture
-def logs(caplog):
-    caplog.set_level(logging.DEBUG, logger="a3_proxy")
-
-    def lines():
-        found = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "a3_proxy"]
-        caplog.clear()
-        return found
-    return lines
 
 
 # ----------------------------------------------------------------------------- drain

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 import types
 
@@ -77,17 +76,6 @@ def make(prefills=(("10.0.0.1", 1),), decodes=(("10.0.0.2", 2),), **opts):
     up.ServerState = type("ServerState", (Closable,), {})
     proxy = core.HonestProxy(up, options(**opts), SECRETS)
     return proxy, up.proxy_state
-
-
-@pytest.fixture
-def logs(caplog):
-    caplog.set_level(logging.DEBUG, logger="a3_proxy")
-
-    def lines():
-        found = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "a3_proxy"]
-        caplog.clear()
-        return found
-    return lines
 
 
 # ----------------------------------------------------------------------------- one probe

@@ -66,12 +66,18 @@ def test_the_spec_lists_the_shared_values_the_role_reads():
 def test_the_secrets_file_is_written_alone_without_log_or_diff():
     tasks = _yaml(ROLE / "tasks" / "files.yml")
     calls = [t for t in tasks if "ascend.vllm_pd.files" in t]
-    assert len(calls) == 2
-    wrapper, secrets = calls
-    assert "proxy_secrets" not in json.dumps(wrapper)
+    assert len(calls) == 4
+    wrapper, secrets, edge, keys = calls
+    assert "proxy_secrets" not in json.dumps(wrapper) and "proxy_api_keys" not in json.dumps(wrapper)
     (entry,) = secrets["ascend.vllm_pd.files"]["files"]
     assert "proxy_secrets" in entry["content"] and entry["mode"] == "0600"
     assert secrets["no_log"] is True and secrets["diff"] is False
+    # proxy_engine vllm-router: haproxy's configuration holds no key; its key list is written alone, 0600, unlogged
+    assert "proxy_api_keys" not in json.dumps(edge) and "proxy_edge_files" in json.dumps(edge)
+    (entry,) = keys["ascend.vllm_pd.files"]["files"]
+    assert "proxy_api_keys" in entry["content"] and entry["mode"] == "0600"
+    assert keys["no_log"] is True and keys["diff"] is False
+    assert "proxy_edge_keys | default({}) is changed" in (ROLE / "tasks" / "run.yml").read_text()
     run = (ROLE / "tasks" / "run.yml").read_text()
     assert "proxy_secrets_file | default({}) is changed" in run  # a changed secret restarts the proxy
 

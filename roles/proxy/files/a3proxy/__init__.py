@@ -15,7 +15,9 @@ What the package adds, one module per job:
   limits    body cap, body read timeout, the open-request limit, the header timeout of a connection
   etcd      the etcd address (http or https with a client certificate) and the workers' registrations
   engine    the upstream script: import, argument parsing, httpx hooks on its backend clients, one request
-  core      HonestProxy: prober, rotation, selection, forwarding of completions and /v1/models
+  core      ProbingCore (prober, drain, health, /v1/models, metrics: what every engine shares) and HonestProxy
+            (the upstream engine: its rotation, selection, forwarding of completions)
+  router    RouterCore (--a3-engine vllm-router): vllm-router as the child, the backends registered with it
   apps      the two ASGI apps: the public listener and the admin listener
   server    two uvicorn servers on one event loop
   main      the command line entry (a3_proxy.py next to this package calls it)

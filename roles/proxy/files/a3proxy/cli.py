@@ -18,6 +18,11 @@ BODY_TIMEOUT = 30.0
 IDLE_TIMEOUT = 120.0
 ADMIN_HOST = "127.0.0.1"
 ADMIN_PORT = 8089
+ENGINES = ("upstream", "vllm-router")
+# The vllm-router engine's ports, all on 127.0.0.1 (its HTTP port, its ZMQ service discovery, its Prometheus
+# exporter): no default, the role always passes them.
+ROUTER_PORTS = (("a3_router_port", "--a3-router-port"), ("a3_router_discovery_port", "--a3-router-discovery-port"),
+                ("a3_router_metrics_port", "--a3-router-metrics-port"))
 
 
 class UsageError(Exception):
@@ -87,6 +92,29 @@ def build_parser(prog="a3_proxy.py"):
     group.add_argument("--a3-ds-worker", action="append", default=[], metavar="HOST:PORT",
                        help="a datasystem worker address that must be registered and ready (repeat per worker; "
                             "exported as a3_proxy_ds_worker_registered)")
+    engine = parser.add_argument_group("engine (a3)")
+    engine.add_argument("--a3-engine", choices=ENGINES, default="upstream",
+                        help="what relays the completions: the upstream script in this process (upstream), or "
+                             "vllm-router as this process's child (vllm-router: the wrapper starts it, registers "
+                             "the backends its probes hold up and not drained, and serves /healthcheck, /v1/models "
+                             "and the admin listener; an edge in front sends the completions to the router) "
+                             "(default upstream)")
+    engine.add_argument("--a3-router-bin", default=None, metavar="PATH",
+                        help="the vllm-router executable (vllm-router engine only, required there)")
+    engine.add_argument("--a3-router-port", type=_port, default=None, metavar="PORT",
+                        help="port of the router's HTTP listener on 127.0.0.1 (vllm-router engine, required)")
+    engine.add_argument("--a3-router-discovery-port", type=_port, default=None, metavar="PORT",
+                        help="port of the router's ZMQ service discovery on 127.0.0.1, where the wrapper registers "
+                             "the backends (vllm-router engine, required)")
+    engine.add_argument("--a3-router-metrics-port", type=_port, default=None, metavar="PORT",
+                        help="port of the router's Prometheus exporter on 127.0.0.1, read every probe round "
+                             "(vllm-router engine, required)")
+    engine.add_argument("--a3-router-arg", action="append", default=[], metavar="ARG",
+                        help="one more argument of the router's command line, after the wrapper's own (repeat per "
+                             "argument; write --a3-router-arg=--flag for one that starts with a dash)")
+    engine.add_argument("--a3-edge-stats", default=None, metavar="URL",
+                        help="http:// URL of the edge's CSV statistics (haproxy's stats;csv), read every probe "
+                             "round for a3_proxy_requests_total of the completions (vllm-router engine only)")
     admin = parser.add_argument_group("admin listener (a3)")
     admin.add_argument("--a3-admin-host", default=ADMIN_HOST, metavar="ADDR",
                        help="address of the admin listener: GET /healthcheck (with backend addresses), "
@@ -135,7 +163,44 @@ def split_argv(argv, prog="a3_proxy.py"):
                                                    ours.a3_etcd_key)
     except ValueError as exc:
         raise UsageError(str(exc))
+    why = router_options_problem(ours)
+    if why:
+        raise UsageError(why)
     return ours, rest
+
+
+def router_options_problem(ours):
+    """What is wrong with the vllm-router engine's options (None when nothing is, or with the upstream engine,
+    which does not read them): the executable and the three ports are required, the ports must differ from each
+    other and from the admin listener's (compared as numbers, whatever the admin address: the router listens
+    on 127.0.0.1, which a wildcard admin listener covers too), the edge's statistics are an http(s):// URL."""
+    if ours.a3_engine != "vllm-router":
+        return None
+    missing = [flag for dest, flag in (("a3_router_bin", "--a3-router-bin"),) + ROUTER_PORTS
+               if getattr(ours, dest) is None]
+    if missing:
+        return "--a3-engine vllm-router needs %s" % ", ".join(missing)
+    ports = [(flag, getattr(ours, dest)) for dest, flag in ROUTER_PORTS] + [("--a3-admin-port", ours.a3_admin_port)]
+    for index, (flag, port) in enumerate(ports):
+        for other, other_port in ports[index + 1:]:
+            if port == other_port:
+                return "%s and %s are both %d: the router's ports and the admin listener's must differ" % (
+                    flag, other, port)
+    stats = ours.a3_edge_stats
+    if stats is not None and not (stats.startswith("http://") or stats.startswith("https://")):
+        return "--a3-edge-stats must be an http:// or https:// URL, got %s" % stats
+    return None
+
+
+def router_port_conflict(ours, public_port):
+    """Why a router port (vllm-router engine) is the public listener's (--port), or None."""
+    if ours.a3_engine != "vllm-router":
+        return None
+    for dest, flag in ROUTER_PORTS:
+        if getattr(ours, dest) == int(public_port):
+            return ("%s %d is the public listener's port (--port %s): the router's ports and the listeners' must "
+                    "differ" % (flag, getattr(ours, dest), public_port))
+    return None
 
 
 def wants_help(rest):

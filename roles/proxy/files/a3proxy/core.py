@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Managed by the ascend.vllm_pd collection (role proxy).
-"""HonestProxy: the state both listeners serve from, around the upstream's ProxyState.
+"""ProbingCore, what every engine's core shares (the prober, drain, the health decisions, /v1/models, /metrics),
+and HonestProxy: the core of the upstream engine, the state both listeners serve from around the upstream's
+ProxyState (router.RouterCore is the vllm-router engine's).
 
 * A prober: every backend (prefill and decode) gets GET /health every --a3-probe-interval seconds. After
   --a3-fail-threshold consecutive failed probes a backend leaves the upstream rotation (through the upstream's
@@ -50,16 +52,20 @@ def _url_host(host):
     return "[%s]" % host if ":" in host else host
 
 
-class HonestProxy(object):
-    """What both listeners serve from: the prober's view, the rotation, the forwarding, the counters."""
+class ProbingCore(object):
+    """What every engine's core shares, and both listeners serve from: the prober's view of the backends
+    (BackendHealth), drain, the health decisions, /v1/models, the counters and /metrics. A subclass says what
+    "in rotation" means (in_rotation), applies the prober's changes to its engine (_apply) and starts and stops
+    the prober with its engine (start, stop)."""
 
-    def __init__(self, upstream, options, secrets):
-        self.up = upstream
+    engine = "engine"  # what the log calls the engine: "the <engine>'s remove failed"
+
+    def __init__(self, options, secrets, instances):
+        """instances: ((role, ((host, port), ...)), ...): the backends of the command line."""
         self.opt = options
         self.secrets = secrets
         self.backends = {}  # (role, "host:port") -> BackendHealth
         self.drained = set()  # "host:port" of the backends drained for maintenance
-        self.open = set()  # the RequestState of every completion still open
         self.requests = {}
         self.counters = {}
         self.admission = Admission(options.a3_max_inflight)
@@ -68,18 +74,14 @@ class HonestProxy(object):
         self._probe_client = None
         self._api_client = None
         self._etcd_client = None
-        self._lifespan_cm = None
-        self._release = {}  # (role, kind) -> the upstream's release method
         self.retry_after = [(b"retry-after", str(options.a3_retry_after).encode())]
         self.ds_workers = None  # {worker: 1/0} of the last good read of etcd, None before the first one
         self.etcd = options.a3_etcd_endpoint  # --a3-etcd as cli.split_argv checked it, None without it
         self.etcd_ok = None if not self.etcd else False
         now = time.time()
         self.started = now
-        install_hooks(upstream, secrets.backend_api_key)
-        args = upstream.global_args
-        for role, instances in (("prefill", args.prefiller_instances), ("decode", args.decoder_instances)):
-            for host, port in instances:
+        for role, listed in instances:
+            for host, port in listed:
                 self._track(role, host, port, now, "listed on the command line")
 
     # ------------------------------------------------------------------ bookkeeping
@@ -106,6 +108,253 @@ class HonestProxy(object):
     def scrub(self, text):
         return scrub_addresses(text, self.hosts())
 
+    def in_rotation(self, backend):
+        raise NotImplementedError
+
+    def _load(self, backend):
+        """The engine's own load count of this backend (0 where the engine has none)."""
+        return 0.0
+
+    def inflight(self, backend):
+        """Client requests open on this backend (0 where the engine does not say)."""
+        return 0
+
+    def snapshots(self, counts=True):
+        """Every backend's snapshot; without counts, its load and in-flight requests are left at 0 (counting them
+        walks every open request: the health decision of each completion does without)."""
+        return [b.snapshot(self.in_rotation(b), b.key in self.drained, self._load(b) if counts else 0.0,
+                           self.inflight(b) if counts else 0)
+                for b in self.backends.values()]
+
+    # ------------------------------------------------------------------ prober
+    async def _probe(self, backend):
+        import httpx
+        url = "http://%s:%d/health" % (_url_host(backend.host), backend.port)
+        timeout = self.opt.a3_probe_timeout
+        try:
+            response = await asyncio.wait_for(self._probe_client.get(url), timeout + 0.5)
+        except (asyncio.TimeoutError, httpx.TimeoutException):
+            return False, "no answer within %gs" % timeout
+        except httpx.HTTPError as exc:
+            return False, "%s: %s" % (type(exc).__name__, str(exc) or "connection failed")
+        except OSError as exc:
+            return False, "%s: %s" % (type(exc).__name__, exc)
+        if response.status_code == 200:
+            return True, "HTTP 200"
+        return False, "HTTP %d" % response.status_code
+
+    async def read_ds_workers(self):
+        """One read of the workers' registrations in etcd (only with --a3-etcd). A failed read keeps no stale
+        states: the series disappear and a3_proxy_etcd_read_ok drops to 0 (etcd's own alert says the rest)."""
+        if not self.etcd:
+            return
+        url = self.etcd.base_url + "/v3/kv/range"
+        try:
+            response = await asyncio.wait_for(self._etcd_client.post(url, json=ds_range_request()),
+                                              self.opt.a3_probe_timeout + 0.5)
+            response.raise_for_status()
+            states = ds_worker_states(response.json(), self.opt.a3_ds_worker)
+        except Exception as exc:  # a read that fails for any reason is reported the same way
+            if self.etcd_ok is not False:
+                log.warning("etcd %s: cannot read the datasystem workers' registrations: %s", self.etcd.base_url,
+                            exc_text(exc))
+            self.etcd_ok, self.ds_workers = False, None
+            return
+        missing = sorted(w for w, up in states.items() if not up)
+        if missing and missing != sorted(w for w, up in (self.ds_workers or {}).items() if not up):
+            log.warning("datasystem workers not registered and ready in etcd: %s", ", ".join(missing))
+        self.etcd_ok, self.ds_workers = True, states
+
+    def side_reads(self):
+        """The reads of a probe round besides the probes (coroutines that keep their own results): etcd's."""
+        return [self.read_ds_workers()]
+
+    async def probe_round(self):
+        self._discover()
+        backends = list(self.backends.values())
+        reads = self.side_reads()
+        results = (await asyncio.gather(*reads, *(self._probe(b) for b in backends)))[len(reads):]
+        now = time.time()
+        for backend, (ok, detail) in zip(backends, results):
+            before = backend.state
+            action = backend.observe(ok, detail, now)
+            if action is not None:
+                try:
+                    self._apply(backend, action)
+                except Exception:
+                    log.exception("%s backend %s: the %s's %s failed", backend.role, backend.key, self.engine, action)
+                continue
+            if backend.state != before:
+                log.info("%s backend %s: %s -> %s: %s", backend.role, backend.key, before, backend.state,
+                         backend.last_change_reason)
+            elif not ok and backend.state != "down":
+                log.warning("%s backend %s: probe failed (%d of %d before it leaves the rotation): %s",
+                            backend.role, backend.key, backend.failures, backend.threshold, detail)
+            self._reconcile(backend)
+
+    async def _probe_loop(self):
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            self._wake.clear()
+            try:
+                await self.probe_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("probe round failed")
+            wait = max(0.2, self.opt.a3_probe_interval - (loop.time() - started))
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait)
+                await asyncio.sleep(0.2)  # a request asked for an early round: not more than 5 a second
+            except asyncio.TimeoutError:
+                pass
+
+    def suspect(self, trace, why):
+        """A request failed or timed out: note it on the backend it was waiting on (culprit()), and probe
+        now rather than at the next interval. Returns (who, role): "<role> backend <host:port>" for the log
+        ("" if unknown) and the role(s) alone for the client ("" if unknown)."""
+        key = culprit(trace)
+        found = [b for b in self.backends.values() if b.key == key]
+        who = " or ".join("%s backend %s" % (b.role, b.key) for b in found) or ("backend %s" % key if key else "")
+        role = " or ".join(sorted(set(b.role for b in found)))
+        for backend in found:
+            backend.request_failed(why, time.time())
+        log.warning("request failed (%s)%s: probing the backends now", why, (", waiting on " + who) if who else "")
+        if self._wake is not None:
+            self._wake.set()
+        return who, ("the %s backend" % role if role else "")
+
+    def _role_of(self, key):
+        roles = set(b.role for b in self.backends.values() if b.key == key)
+        return roles.pop() if len(roles) == 1 else None
+
+    # ------------------------------------------------------------------ what an engine does with the prober's view
+    def _discover(self):
+        """Track the backends the engine learnt of since the last round (none by default)."""
+
+    def _apply(self, backend, action):
+        """Apply the prober's action (\"remove\" or \"add\", from BackendHealth.observe) to the engine."""
+        raise NotImplementedError
+
+    def _reconcile(self, backend):
+        """After a round without a change of the backend's state: make the engine agree with it (nothing by
+        default)."""
+
+    # ------------------------------------------------------------------ start and stop
+    def _start_probing(self):
+        """Make the HTTP clients and start the probe loop (on the running event loop)."""
+        import httpx
+        self._probe_client = httpx.AsyncClient(timeout=httpx.Timeout(self.opt.a3_probe_timeout), trust_env=False,
+                                               limits=httpx.Limits(max_keepalive_connections=0))
+        self._api_client = httpx.AsyncClient(timeout=httpx.Timeout(MODELS_TIMEOUT), trust_env=False)
+        self._etcd_client = self._probe_client
+        if self.etcd and self.etcd.scheme == "https":
+            context = etcd_ssl_context(self.opt.a3_etcd_ca, self.opt.a3_etcd_cert, self.opt.a3_etcd_key)
+            self._etcd_client = httpx.AsyncClient(timeout=httpx.Timeout(self.opt.a3_probe_timeout), trust_env=False,
+                                                  verify=context, limits=httpx.Limits(max_keepalive_connections=0))
+        self._wake = asyncio.Event()
+        self._prober = asyncio.ensure_future(self._probe_loop())
+
+    async def _stop_probing(self):
+        """Stop the probe loop and close the HTTP clients (nothing when they were never started)."""
+        if self._prober is not None:
+            self._prober.cancel()
+            try:
+                await self._prober
+            except BaseException:
+                pass
+        for client in set(c for c in (self._probe_client, self._api_client, self._etcd_client) if c is not None):
+            await client.aclose()
+
+    def header_timed_out(self, client):
+        self.count("a3_proxy_header_timeouts_total")
+        log.warning("connection from %s closed: its request headers did not come within %gs",
+                    "%s:%s" % tuple(client) if client else "?", self.opt.a3_header_timeout)
+
+    # ------------------------------------------------------------------ admin answers
+    def full_health(self):
+        return health_decision(self.snapshots())
+
+    def public_health(self):
+        return public_health(self.snapshots())
+
+    def backends_answer(self):
+        return sorted(self.snapshots(), key=lambda s: (s["role"], s["backend"]))
+
+    def metrics_text(self):
+        return render_metrics(self.requests, self.snapshots(), self.counters, self.started, self.ds_workers,
+                              self.etcd_ok, self.admission.open)
+
+    async def drain(self, path, body, send):
+        try:
+            names = parse_backend_list(body, [b.key for b in self.backends.values()])
+        except ValueError as exc:
+            return await send_json(send, 400, client_error(400, str(exc)))
+        drain = path == "/a3/drain"
+        changed = sorted(set(names) - self.drained) if drain else sorted(set(names) & self.drained)
+        if drain:
+            self.drained.update(names)
+        else:
+            self.drained.difference_update(names)
+        if changed:
+            self.count("a3_proxy_rotation_changes_total", len(changed))
+            log.warning("%s %s", "drained for maintenance (kept out of the selection):" if drain else
+                        "undrained (back in the selection):", ", ".join(changed))
+        return await send_json(send, 200, {"drained": sorted(self.drained), "changed": changed, "backends": sorted(
+            (s for s in self.snapshots() if s["backend"] in names), key=lambda s: (s["role"], s["backend"]))})
+
+    # ------------------------------------------------------------------ public answers
+    async def error(self, send, endpoint, code, message, headers=()):
+        """An error answer to a client of the public listener (its text scrubbed of internal addresses)."""
+        if endpoint:
+            self.count_request(endpoint, code)
+        await send_json(send, code, client_error(code, self.scrub(message)), headers)
+
+    async def models(self, send):
+        """GET /v1/models, asked of a healthy backend in rotation (decode first), with the backend key."""
+        endpoint = "/v1/models"
+        usable_snaps = sorted((s for s in self.snapshots() if usable(s)),
+                              key=lambda s: (s["role"] != "decode", s["inflight_requests"], s["backend"]))
+        if not usable_snaps:
+            self.count("a3_proxy_no_backend_total")
+            return await self.error(send, endpoint, 503, "no healthy backend in rotation to list the models; retry "
+                                    "later", self.retry_after)
+        headers = {"Authorization": "Bearer " + self.secrets.backend_api_key} if self.secrets.backend_api_key else {}
+        for snap in usable_snaps[:3]:
+            backend = self.backends[(snap["role"], snap["backend"])]
+            url = "http://%s:%d/v1/models" % (_url_host(backend.host), backend.port)
+            try:
+                response = await self._api_client.get(url, headers=headers)
+            except Exception as exc:  # httpx's errors, a refused connection
+                log.warning("/v1/models: %s backend %s: %s", backend.role, backend.key, exc_text(exc))
+                continue
+            if response.status_code == 200 and isinstance(json_or_none(response.content), dict):
+                self.count_request(endpoint, 200)
+                return await send_bytes(send, 200, scrub_body(response.content, self.hosts()), b"application/json")
+            log.warning("/v1/models: %s backend %s answered HTTP %d: %s", backend.role, backend.key,
+                        response.status_code, snippet(response.content, 200))
+        self.count("a3_proxy_upstream_errors_total")
+        return await self.error(send, endpoint, 502, "no healthy backend answered the model list")
+
+
+class HonestProxy(ProbingCore):
+    """The core of the upstream engine: the upstream's ProxyState is the rotation (the prober takes backends out
+    and puts them back through its own add/remove), selection, forwarding of the completions."""
+
+    engine = "upstream"
+
+    def __init__(self, upstream, options, secrets):
+        self.up = upstream
+        self.open = set()  # the RequestState of every completion still open
+        self._lifespan_cm = None
+        self._release = {}  # (role, kind) -> the upstream's release method
+        install_hooks(upstream, secrets.backend_api_key)
+        args = upstream.global_args
+        ProbingCore.__init__(self, options, secrets, (("prefill", args.prefiller_instances),
+                                                      ("decode", args.decoder_instances)))
+
+    # ------------------------------------------------------------------ the upstream's rotation
     def _lists(self, role):
         state = self.up.proxy_state
         if state is None:
@@ -126,13 +375,6 @@ class HonestProxy(object):
     def inflight(self, backend):
         """Client requests still open that the upstream selected this backend for."""
         return sum(1 for state in self.open if backend.key in state.ledger.backends())
-
-    def snapshots(self, counts=True):
-        """Every backend's snapshot; without counts, its load and in-flight requests are left at 0 (counting them
-        walks every open request: the health decision of each completion does without)."""
-        return [b.snapshot(self.in_rotation(b), b.key in self.drained, self._load(b) if counts else 0.0,
-                           self.inflight(b) if counts else 0)
-                for b in self.backends.values()]
 
     # ------------------------------------------------------------------ the upstream's selection and its load counts
     def _pin_selection(self):
@@ -242,188 +484,38 @@ class HonestProxy(object):
         self.count("a3_proxy_rotation_changes_total")
         log.warning("%s backend %s: back in the rotation: %s", backend.role, backend.key, reason)
 
+    def _apply(self, backend, action):
+        if action == "remove":
+            self._remove(backend, backend.last_change_reason)
+        elif action == "add":
+            self._add(backend, backend.last_change_reason)
+
     def _reconcile(self, backend):
         """A backend the probes hold down must not be in the upstream rotation (someone may have added it
         back through /instances/add). A healthy backend removed through /instances/remove stays out."""
         if backend.state == "down" and self.in_rotation(backend):
             self._remove(backend, "still in the upstream rotation while its probes fail")
 
-    # ------------------------------------------------------------------ prober
-    async def _probe(self, backend):
-        import httpx
-        url = "http://%s:%d/health" % (_url_host(backend.host), backend.port)
-        timeout = self.opt.a3_probe_timeout
-        try:
-            response = await asyncio.wait_for(self._probe_client.get(url), timeout + 0.5)
-        except (asyncio.TimeoutError, httpx.TimeoutException):
-            return False, "no answer within %gs" % timeout
-        except httpx.HTTPError as exc:
-            return False, "%s: %s" % (type(exc).__name__, str(exc) or "connection failed")
-        except OSError as exc:
-            return False, "%s: %s" % (type(exc).__name__, exc)
-        if response.status_code == 200:
-            return True, "HTTP 200"
-        return False, "HTTP %d" % response.status_code
-
-    async def read_ds_workers(self):
-        """One read of the workers' registrations in etcd (only with --a3-etcd). A failed read keeps no stale
-        states: the series disappear and a3_proxy_etcd_read_ok drops to 0 (etcd's own alert says the rest)."""
-        if not self.etcd:
-            return
-        url = self.etcd.base_url + "/v3/kv/range"
-        try:
-            response = await asyncio.wait_for(self._etcd_client.post(url, json=ds_range_request()),
-                                              self.opt.a3_probe_timeout + 0.5)
-            response.raise_for_status()
-            states = ds_worker_states(response.json(), self.opt.a3_ds_worker)
-        except Exception as exc:  # a read that fails for any reason is reported the same way
-            if self.etcd_ok is not False:
-                log.warning("etcd %s: cannot read the datasystem workers' registrations: %s", self.etcd.base_url,
-                            exc_text(exc))
-            self.etcd_ok, self.ds_workers = False, None
-            return
-        missing = sorted(w for w, up in states.items() if not up)
-        if missing and missing != sorted(w for w, up in (self.ds_workers or {}).items() if not up):
-            log.warning("datasystem workers not registered and ready in etcd: %s", ", ".join(missing))
-        self.etcd_ok, self.ds_workers = True, states
-
-    async def probe_round(self):
-        self._discover()
-        backends = list(self.backends.values())
-        results = (await asyncio.gather(self.read_ds_workers(), *(self._probe(b) for b in backends)))[1:]
-        now = time.time()
-        for backend, (ok, detail) in zip(backends, results):
-            before = backend.state
-            action = backend.observe(ok, detail, now)
-            try:
-                if action == "remove":
-                    self._remove(backend, backend.last_change_reason)
-                    continue
-                if action == "add":
-                    self._add(backend, backend.last_change_reason)
-                    continue
-            except Exception:
-                log.exception("%s backend %s: the upstream's %s failed", backend.role, backend.key, action)
-                continue
-            if backend.state != before:
-                log.info("%s backend %s: %s -> %s: %s", backend.role, backend.key, before, backend.state,
-                         backend.last_change_reason)
-            elif not ok and backend.state != "down":
-                log.warning("%s backend %s: probe failed (%d of %d before it leaves the rotation): %s",
-                            backend.role, backend.key, backend.failures, backend.threshold, detail)
-            self._reconcile(backend)
-
-    async def _probe_loop(self):
-        loop = asyncio.get_running_loop()
-        while True:
-            started = loop.time()
-            self._wake.clear()
-            try:
-                await self.probe_round()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("probe round failed")
-            wait = max(0.2, self.opt.a3_probe_interval - (loop.time() - started))
-            try:
-                await asyncio.wait_for(self._wake.wait(), wait)
-                await asyncio.sleep(0.2)  # a request asked for an early round: not more than 5 a second
-            except asyncio.TimeoutError:
-                pass
-
-    def suspect(self, trace, why):
-        """A request failed or timed out: note it on the backend it was waiting on (culprit()), and probe
-        now rather than at the next interval. Returns (who, role): "<role> backend <host:port>" for the log
-        ("" if unknown) and the role(s) alone for the client ("" if unknown)."""
-        key = culprit(trace)
-        found = [b for b in self.backends.values() if b.key == key]
-        who = " or ".join("%s backend %s" % (b.role, b.key) for b in found) or ("backend %s" % key if key else "")
-        role = " or ".join(sorted(set(b.role for b in found)))
-        for backend in found:
-            backend.request_failed(why, time.time())
-        log.warning("request failed (%s)%s: probing the backends now", why, (", waiting on " + who) if who else "")
-        if self._wake is not None:
-            self._wake.set()
-        return who, ("the %s backend" % role if role else "")
-
-    def _role_of(self, key):
-        roles = set(b.role for b in self.backends.values() if b.key == key)
-        return roles.pop() if len(roles) == 1 else None
-
-    # ------------------------------------------------------------------ start and stop
+    # ------------------------------------------------------------------ start, stop and the upstream's own answers
     async def start(self):
         """Run the upstream's lifespan (its ProxyState and backend clients), then start probing."""
-        import httpx
         self._lifespan_cm = self.up.app.router.lifespan_context(self.up.app)
         await self._lifespan_cm.__aenter__()
         self._discover()
         self._pin_selection()
-        self._probe_client = httpx.AsyncClient(timeout=httpx.Timeout(self.opt.a3_probe_timeout), trust_env=False,
-                                               limits=httpx.Limits(max_keepalive_connections=0))
-        self._api_client = httpx.AsyncClient(timeout=httpx.Timeout(MODELS_TIMEOUT), trust_env=False)
-        self._etcd_client = self._probe_client
-        if self.etcd and self.etcd.scheme == "https":
-            context = etcd_ssl_context(self.opt.a3_etcd_ca, self.opt.a3_etcd_cert, self.opt.a3_etcd_key)
-            self._etcd_client = httpx.AsyncClient(timeout=httpx.Timeout(self.opt.a3_probe_timeout), trust_env=False,
-                                                  verify=context, limits=httpx.Limits(max_keepalive_connections=0))
-        self._wake = asyncio.Event()
-        self._prober = asyncio.ensure_future(self._probe_loop())
+        self._start_probing()
         log.info("probing %d backends every %gs (timeout %gs, %d failures take one out of the rotation); "
                  "first-byte timeout %gs, idle timeout %gs; etcd %s", len(self.backends), self.opt.a3_probe_interval,
                  self.opt.a3_probe_timeout, self.opt.a3_fail_threshold, self.opt.a3_first_byte_timeout,
                  self.opt.a3_idle_timeout, self.etcd.base_url if self.etcd else "not read")
 
     async def stop(self):
-        if self._prober is not None:
-            self._prober.cancel()
-            try:
-                await self._prober
-            except BaseException:
-                pass
-        for client in set(c for c in (self._probe_client, self._api_client, self._etcd_client) if c is not None):
-            await client.aclose()
+        await self._stop_probing()
         if self._lifespan_cm is not None:
             try:
                 await self._lifespan_cm.__aexit__(None, None, None)
             except Exception:
                 log.exception("the upstream's shutdown failed")
-
-    def header_timed_out(self, client):
-        self.count("a3_proxy_header_timeouts_total")
-        log.warning("connection from %s closed: its request headers did not come within %gs",
-                    "%s:%s" % tuple(client) if client else "?", self.opt.a3_header_timeout)
-
-    # ------------------------------------------------------------------ admin answers
-    def full_health(self):
-        return health_decision(self.snapshots())
-
-    def public_health(self):
-        return public_health(self.snapshots())
-
-    def backends_answer(self):
-        return sorted(self.snapshots(), key=lambda s: (s["role"], s["backend"]))
-
-    def metrics_text(self):
-        return render_metrics(self.requests, self.snapshots(), self.counters, self.started, self.ds_workers,
-                              self.etcd_ok, self.admission.open)
-
-    async def drain(self, path, body, send):
-        try:
-            names = parse_backend_list(body, [b.key for b in self.backends.values()])
-        except ValueError as exc:
-            return await send_json(send, 400, client_error(400, str(exc)))
-        drain = path == "/a3/drain"
-        changed = sorted(set(names) - self.drained) if drain else sorted(set(names) & self.drained)
-        if drain:
-            self.drained.update(names)
-        else:
-            self.drained.difference_update(names)
-        if changed:
-            self.count("a3_proxy_rotation_changes_total", len(changed))
-            log.warning("%s %s", "drained for maintenance (kept out of the selection):" if drain else
-                        "undrained (back in the selection):", ", ".join(changed))
-        return await send_json(send, 200, {"drained": sorted(self.drained), "changed": changed, "backends": sorted(
-            (s for s in self.snapshots() if s["backend"] in names), key=lambda s: (s["role"], s["backend"]))})
 
     async def instances(self, scope, body, receive, send):
         """The upstream's own /instances/add and /instances/remove (admin listener only)."""
@@ -433,39 +525,6 @@ class HonestProxy(object):
             return next(first, None) or await receive()
 
         await self.up.app(forward_scope(scope, body), replay, send)
-
-    # ------------------------------------------------------------------ public answers
-    async def error(self, send, endpoint, code, message, headers=()):
-        """An error answer to a client of the public listener (its text scrubbed of internal addresses)."""
-        if endpoint:
-            self.count_request(endpoint, code)
-        await send_json(send, code, client_error(code, self.scrub(message)), headers)
-
-    async def models(self, send):
-        """GET /v1/models, asked of a healthy backend in rotation (decode first), with the backend key."""
-        endpoint = "/v1/models"
-        usable_snaps = sorted((s for s in self.snapshots() if usable(s)),
-                              key=lambda s: (s["role"] != "decode", s["inflight_requests"], s["backend"]))
-        if not usable_snaps:
-            self.count("a3_proxy_no_backend_total")
-            return await self.error(send, endpoint, 503, "no healthy backend in rotation to list the models; retry "
-                                    "later", self.retry_after)
-        headers = {"Authorization": "Bearer " + self.secrets.backend_api_key} if self.secrets.backend_api_key else {}
-        for snap in usable_snaps[:3]:
-            backend = self.backends[(snap["role"], snap["backend"])]
-            url = "http://%s:%d/v1/models" % (_url_host(backend.host), backend.port)
-            try:
-                response = await self._api_client.get(url, headers=headers)
-            except Exception as exc:  # httpx's errors, a refused connection
-                log.warning("/v1/models: %s backend %s: %s", backend.role, backend.key, exc_text(exc))
-                continue
-            if response.status_code == 200 and isinstance(json_or_none(response.content), dict):
-                self.count_request(endpoint, 200)
-                return await send_bytes(send, 200, scrub_body(response.content, self.hosts()), b"application/json")
-            log.warning("/v1/models: %s backend %s answered HTTP %d: %s", backend.role, backend.key,
-                        response.status_code, snippet(response.content, 200))
-        self.count("a3_proxy_upstream_errors_total")
-        return await self.error(send, endpoint, 502, "no healthy backend answered the model list")
 
     async def completion(self, scope, body, receive, send):
         endpoint = scope["path"]

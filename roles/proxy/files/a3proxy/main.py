@@ -8,7 +8,7 @@ import sys
 
 from . import UPSTREAM_FILE
 from .auth import NO_SECRETS, load_secrets
-from .cli import UsageError, build_parser, listener_conflict, split_argv, wants_help
+from .cli import UsageError, build_parser, listener_conflict, router_port_conflict, split_argv, wants_help
 from .health import backend_key
 
 log = logging.getLogger("a3_proxy")
@@ -48,7 +48,8 @@ def main(argv=None):
         args = upstream_args(upstream, rest, prog)
     except ValueError as exc:  # the upstream's own check of the host and port counts
         return _fail(prog, exc)
-    conflict = listener_conflict(args.host, args.port, ours.a3_admin_host, ours.a3_admin_port)
+    conflict = (listener_conflict(args.host, args.port, ours.a3_admin_host, ours.a3_admin_port)
+                or router_port_conflict(ours, args.port))
     if conflict:
         return _fail(prog, conflict)
     secrets, warnings = NO_SECRETS, []
@@ -61,15 +62,22 @@ def main(argv=None):
         log.warning("%s", warning)
     upstream.global_args = args
     from .apps import AdminApp, PublicApp
-    from .core import HonestProxy
     from .server import run, serve
-    log.info("wrapping %s: prefill %s, decode %s; public listener %s:%d, admin listener %s:%d; client keys: %s, "
-             "admin token: %s, backend key: %s", script,
+    log.info("%s %s: prefill %s, decode %s; public listener %s:%d, admin listener %s:%d; client keys: %s, "
+             "admin token: %s, backend key: %s",
+             "wrapping" if ours.a3_engine == "upstream" else "engine vllm-router, the backends from the arguments of",
+             script,
              " ".join(backend_key(h, p) for h, p in args.prefiller_instances),
              " ".join(backend_key(h, p) for h, p in args.decoder_instances), args.host, args.port,
              ours.a3_admin_host, ours.a3_admin_port, len(secrets.api_keys) or "none",
              "set" if secrets.admin_token else "none", "set" if secrets.backend_api_key else "none")
-    core = HonestProxy(upstream, ours, secrets)
+    if ours.a3_engine == "vllm-router":
+        # the router relays the completions: the upstream script parsed the arguments, its app does not run
+        from .router import RouterCore
+        core = RouterCore(args, ours, secrets)
+    else:
+        from .core import HonestProxy
+        core = HonestProxy(upstream, ours, secrets)
     listeners = [(PublicApp(core, ours, secrets.api_keys), args.host, args.port),
                  (AdminApp(core, ours, secrets.admin_token), ours.a3_admin_host, ours.a3_admin_port)]
     return run(serve(core, listeners, ours.a3_header_timeout))

@@ -35,12 +35,15 @@ def _per_backend(out, name, kind, help_text, snapshots, value):
         out.append('%s{role="%s",backend="%s"} %s' % (name, s["role"], _label(s["backend"]), value(s)))
 
 
-def render_metrics(requests, snapshots, counters, start_time=None, ds_workers=None, etcd_ok=None, open_requests=None):
-    """Prometheus text. requests: {(endpoint, code): n}; counters: {name: n} of the *_total counters;
+def render_metrics(requests, snapshots, counters, start_time=None, ds_workers=None, etcd_ok=None, open_requests=None,
+                   extra=()):
+    """Prometheus text. requests: {(endpoint, code): n}; counters: {name: n} of the *_total counters (a name whose
+    value is None is left out: a counter another process keeps, whose last read failed);
     start_time: the process start (epoch s), exported as process_start_time_seconds (restart alerts);
     ds_workers: {worker: 1 or 0} from ds_worker_states(), None when etcd was not read (the series are left out
     then rather than reported as 0); etcd_ok: whether the last read of etcd worked, None without --a3-etcd;
-    open_requests: client requests open on the public listener now (None leaves the gauge out)."""
+    open_requests: client requests open on the public listener now (None leaves the gauge out); extra: more lines
+    of exposition text, appended as they are (an engine's own series)."""
     out = []
     if start_time is not None:
         out += ["# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.",
@@ -63,6 +66,8 @@ def render_metrics(requests, snapshots, counters, start_time=None, ds_workers=No
     _per_backend(out, "a3_proxy_backend_inflight_requests", "gauge", "Client requests open that the proxy engine "
                  "sent, or chose to send, to the backend.", snapshots, lambda s: s.get("inflight_requests", 0))
     for name in sorted(COUNTERS):
+        if name in counters and counters[name] is None:  # a value read from elsewhere that could not be read
+            continue
         out += ["# HELP %s %s" % (name, COUNTERS[name]), "# TYPE %s counter" % name,
                 "%s %d" % (name, counters.get(name, 0))]
     if etcd_ok is not None:
@@ -73,4 +78,5 @@ def render_metrics(requests, snapshots, counters, start_time=None, ds_workers=No
                 "# TYPE a3_proxy_ds_worker_registered gauge"]
         for worker in sorted(ds_workers):
             out.append('a3_proxy_ds_worker_registered{worker="%s"} %d' % (_label(worker), ds_workers[worker]))
+    out += list(extra)
     return "\n".join(out) + "\n"

@@ -57,7 +57,8 @@ def make_server(app, host, port, protocol):
 
 async def serve(core, listeners, header_timeout):
     """Start the core, serve every (app, host, port) of listeners until SIGTERM or SIGINT, stop the core.
-    Returns the exit status: 1 when a listener ended by itself."""
+    Returns the exit status: 1 when a listener ended by itself, or when the core's fatal future (a core with a
+    child process it cannot do without has one: router.RouterCore) became done."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
     protocol = with_header_timeout(AutoHTTPProtocol, header_timeout, core.header_timed_out)
     servers = [make_server(app, host, port, protocol) for app, host, port in listeners]
@@ -74,6 +75,7 @@ async def serve(core, listeners, header_timeout):
             server.should_exit = True
 
     await core.start()
+    fatal = getattr(core, "fatal", None)
     handled = []
     for signum in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -83,7 +85,7 @@ async def serve(core, listeners, header_timeout):
             pass
     try:
         tasks = [asyncio.ensure_future(server.serve()) for server in servers]
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(tasks + ([fatal] if fatal is not None else []), return_when=asyncio.FIRST_COMPLETED)
         for server in servers:
             server.should_exit = True
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -91,4 +93,6 @@ async def serve(core, listeners, header_timeout):
         for signum in handled:
             loop.remove_signal_handler(signum)
         await core.stop()
+    if fatal is not None and fatal.done():
+        return 1
     return 0 if stopping else 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+import pytest
+
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _inventory as I
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._defaults import role_defaults
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._specs import from_fact, host_keys, load
@@ -91,3 +93,36 @@ def test_the_keys_given_are_the_keys_read_and_lists_stay_lists():
     inv = I.from_hostvars(hv, GROUPS, {"vllm_env_unset": ["C"]}, keys=("vllm_env_unset", "a3_nic_name"))
     assert inv["hosts"]["d0"] == {"vllm_env_unset": ["A", ["B", 2]], "a3_nic_name": "bond0"}
     assert inv["hosts"]["p0"] == {"vllm_env_unset": ["C"], "a3_nic_name": "bond0"}
+
+
+class _Undefined(Exception):
+    pass
+
+
+class _Failing(dict):
+    """hostvars of one host whose value of `key` fails to template (it names a role default the controller lacks)."""
+
+    def __init__(self, values, key, exc=_Undefined):
+        super().__init__(values)
+        self.key, self.exc = key, exc
+
+    def __getitem__(self, name):
+        if name == self.key:
+            raise self.exc("'container_image' is undefined")
+        return super().__getitem__(name)
+
+
+def test_a_value_naming_a_role_default_is_read_as_its_template_text():
+    hv = {"p0": _Failing({"proxy_edge_image": "x", "vllm_api_port": 1}, "proxy_edge_image")}
+    raw = {"p0": {"proxy_edge_image": "{{ container_image }}"}}
+    inv = I.from_hostvars(hv, {"prefill": ["p0"]}, {}, keys=("proxy_edge_image", "vllm_api_port"), raw=raw.get)
+    assert inv["hosts"]["p0"] == {"proxy_edge_image": "{{ container_image }}", "vllm_api_port": 1}
+
+
+def test_other_templating_failures_are_raised():
+    hv = {"p0": _Failing({"proxy_edge_image": "x"}, "proxy_edge_image")}
+    with pytest.raises(_Undefined):   # without raw
+        I.from_hostvars(hv, {"prefill": ["p0"]}, {}, keys=("proxy_edge_image",))
+    with pytest.raises(_Undefined):   # the raw value holds no template
+        I.from_hostvars(hv, {"prefill": ["p0"]}, {}, keys=("proxy_edge_image",),
+                        raw={"p0": {"proxy_edge_image": "plain"}}.get)

@@ -718,7 +718,7 @@ def test_eight_decode_instances_of_64_sequences_exceed_20000_tokens_per_second()
     one(edge(proxy_relay_capacity=20000, proxy_tokens_per_sequence=40), kind="warning", prefix="p0",
         must=("proxy_relay_capacity is 20000", "8 decode instances (2 hosts x 4, 1 DP group) x max-num-seqs 64 x "
               "proxy_tokens_per_sequence 40 = 20480 tokens/s", "benchmarks/edge_bench.py", "set proxy_relay_capacity",
-              "reduce the layout", "faster proxy engine"))
+              "reduce the layout", "set proxy_engine to vllm-router"))
 
 
 @pytest.mark.parametrize("capacity,warns", [(20479, True), (20480, False), (20481, False), (25000, False)])
@@ -1376,3 +1376,58 @@ def test_a_later_local_ranks_api_port_is_checked_for_overlaps():
     errors = V.validate(inv)[0]
     assert "p0: vllm API port of dp rank 1 (vllm_api_port) [10521-10521] is the same port as DP RPC port " \
            "(vllm_dp_rpc_port) [10521-10521]: move one of them" in errors, errors
+
+
+# proxy_engine vllm-router: haproxy and the Rust router relay; the wrapper is the router's parent and registrar.
+
+
+def router_warnings(inv):
+    return [w for w in V.validate(inv)[1] if "proxy_router_relay_capacity is" in w]
+
+
+def test_the_router_engine_is_judged_against_its_own_capacity():
+    # 8 x 64 x 40 = 20480 tokens/s: above the Python proxy's 20000, below the router's 25000
+    inv = edge(proxy_engine="vllm-router", proxy_relay_capacity=20000, proxy_router_relay_capacity=25000,
+               proxy_tokens_per_sequence=40)
+    assert relay_warnings(inv) == [] and router_warnings(inv) == []
+    inv = edge(proxy_engine="vllm-router", proxy_relay_capacity=99999, proxy_router_relay_capacity=20479,
+               proxy_tokens_per_sequence=40)
+    assert relay_warnings(inv) == []
+    got = router_warnings(inv)
+    assert len(got) == 1 and got[0].startswith("p0: proxy_router_relay_capacity is 20479: 8 decode instances")
+    assert "= 20480 tokens/s" in got[0] and "haproxy and vllm-router" in got[0]
+    assert "set proxy_engine" not in got[0]
+    # the upstream engine ignores the router's capacity
+    assert router_warnings(edge(proxy_engine="upstream", proxy_relay_capacity=99999,
+                                proxy_router_relay_capacity=1, proxy_tokens_per_sequence=40)) == []
+
+
+def test_the_router_engine_needs_the_wrapper():
+    one(seed(proxy_engine="vllm-router", proxy_wrapper=False), prefix="p0",
+        must=("proxy_engine is 'vllm-router'", "proxy_wrapper is false", "set proxy_wrapper to true"))
+    assert [e for e in V.validate(seed(proxy_engine="upstream", proxy_wrapper=False))[0] if "proxy_engine" in e] == []
+
+
+def test_the_router_flags_the_wrapper_sets_are_refused():
+    one(seed(proxy_engine="vllm-router", proxy_router_args={"api-key": "x"}), prefix="p0",
+        must=("proxy_router_args", "--api-key", "remove it"))
+    ok = seed(proxy_engine="vllm-router", proxy_router_args={"request-timeout-secs": 600})
+    assert [e for e in V.validate(ok)[0] if "proxy_router_args" in e] == []
+
+
+def test_the_router_ports_must_not_overlap_the_hosts_other_ports():
+    # 8089..8093 holds the admin listener's 8089 (proxy host p0 only)
+    errors = [e for e in V.validate(seed(proxy_engine="vllm-router", proxy_router_base_port=8089))[0]
+              if "vllm-router" in e]
+    assert errors == ["p0: proxy admin port (proxy_admin_port) [8089-8089] overlaps vllm-router's loopback ports "
+                      "(proxy_router_base_port and the 4 after it) [8089-8093]: move one of them"], errors
+    # 8084..8088 ends on proxy_port
+    errors = [e for e in V.validate(seed(proxy_engine="vllm-router", proxy_router_base_port=8084))[0]
+              if "vllm-router" in e]
+    assert len(errors) == 1 and errors[0].startswith("p0: proxy port (proxy_port) [8088-8088]") and "[8084-8088]" in \
+        errors[0], errors
+    # the same numbers with the upstream engine bind nothing
+    assert [e for e in V.validate(seed(proxy_engine="upstream", proxy_router_base_port=8089))[0]
+            if "vllm-router" in e] == []
+    assert [e for e in V.validate(seed(proxy_engine="vllm-router", proxy_router_base_port=8090))[0]
+            if "vllm-router" in e] == []

@@ -199,7 +199,7 @@ CASES = [
         "process, which every streamed token passes through: the streams would slow down at the proxy, not at the "
         "engines: measure the relay on this proxy host with benchmarks/edge_bench.py (the collection's source "
         "repository) and set proxy_relay_capacity to the streamed tokens/s it reports, or reduce the layout (fewer decode instances or a lower max-num-seqs "
-        "in vllm_decode_serve_args); a faster proxy engine is the long-term answer (docs/capacity.md)",
+        "in vllm_decode_serve_args), or set proxy_engine to vllm-router, whose relay carries several times more (docs/capacity.md)",
     ], id='relay_capacity'),
     pytest.param(edge(proxy_relay_capacity=20480, proxy_tokens_per_sequence=40), [], [], id='relay_capacity_equal'),
     pytest.param(seed(proxy_relay_capacity=0, proxy_tokens_per_sequence=-1), [
