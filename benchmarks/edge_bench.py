@@ -20,11 +20,11 @@ package: the bench installs it with apt-get when it is missing and it runs as ro
 
 Each relay runs alone on the first CPU (`edge`: haproxy, the wrapper and the router together); the fakes and the
 load generator share the second (on a machine with one CPU everything shares it, and the table says so). Per round
-and relay: non-stream chat answers of 16 tokens from 1, 16, 64 and 256 closed-loop clients (answers/s, p50, p99, the relay's CPU milliseconds per answer), then streams
-of 64 tokens from 64 clients (tokens/s relayed, the relay's CPU seconds per 1,000 tokens). Every answer is checked
-(token order, usage, [DONE]); a wrong one counts as an error. The table shows the median of the rounds; the JSON
-keeps every round. "added p50" is the relay's p50 at 1 client minus twice the direct p50 (a relay makes two
-backend calls, a prefill and a decode).
+and relay: non-stream chat answers of 16 tokens from 1, 16, 64 and 256 closed-loop clients (answers/s, p50, p99,
+the relay's CPU milliseconds per answer), then streams of 64 tokens from 64 clients (tokens/s relayed, the relay's
+CPU seconds per 1,000 tokens). Every answer is checked (token order, usage, [DONE]); a wrong one counts as an
+error. The table shows the median of the rounds; the JSON keeps every round. "added p50" is the relay's p50 at 1
+client minus twice the direct p50 (a relay makes two backend calls, a prefill and a decode).
 
 What it does not measure: real engines (their time per token dwarfs the relay's at the seed's scale), the network,
 TLS, and the relays' behaviour under failures (the fault suite does that).
