@@ -140,7 +140,7 @@ def test_a_drained_backend_counts_a_request_while_the_router_may_still_choose_it
     core.heartbeat()
     prefill, decode = core.backends[("prefill", P)], core.backends[("decode", D)]
     core.active_decode = {"http://" + D: 2}
-    assert (core.inflight(prefill), core.inflight(decode)) == (0, 2)   # not drained: the router's own counts
+    assert (core.inflight(prefill), core.inflight(decode)) == (0, 2)   # not drained: the counts alone
     core.drained.update([P, D])
     assert (core.inflight(prefill), core.inflight(decode)) == (1, 3)   # still registered: one more each
     clock.now += router.REGISTERED_FOR + 0.01
@@ -331,13 +331,52 @@ def test_without_edge_statistics_only_the_router_is_read():
     assert core.edge_read_ok is None and core.router_errors == 0.0
 
 
+ENGINE_METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="glm-5.1"} 2.0
+vllm:num_requests_running{engine="1",model_name="glm-5.1"} 1.0
+vllm:num_requests_waiting{engine="0",model_name="glm-5.1"} 7.0
+"""
+
+
+def test_engine_running_sums_the_engines_running_requests():
+    assert router.engine_running(ENGINE_METRICS) == 3
+    with pytest.raises(ValueError, match="no vllm:num_requests_running"):
+        router.engine_running("vllm:num_requests_waiting 1\n")
+
+
+def test_a_prefills_open_requests_are_the_engines_own_count(logs):
+    core = make(prefills=(("10.0.0.1", 1), ("10.0.0.3", 3)))
+    prefill, other = core.backends[("prefill", P)], core.backends[("prefill", "10.0.0.3:3")]
+    urls = ("http://10.0.0.1:1/metrics", "http://10.0.0.3:3/metrics")
+    core._probe_client = Client({urls[0]: (200, ENGINE_METRICS), urls[1]: (200, "vllm:num_requests_running 0\n")})
+    asyncio.run(core.read_prefill_running())
+    assert sorted(core._probe_client.calls) == sorted(urls)   # prefills only, never a decode
+    assert (core.inflight(prefill), core.inflight(other)) == (3, 0)
+    # a failed read drops the count, logged once until a read succeeds again
+    core._probe_client = Client({urls[0]: httpx.ConnectError("refused"), urls[1]: (500, "")})
+    asyncio.run(core.read_prefill_running())
+    asyncio.run(core.read_prefill_running())
+    assert (core.inflight(prefill), core.inflight(other)) == (0, 0)
+    warned = [m for level, m in logs() if level == "WARNING"]
+    assert len(warned) == 2 and "prefill backend 10.0.0.1:1: cannot read its open requests" in warned[0], warned
+    core._probe_client = Client({urls[0]: (200, ENGINE_METRICS), urls[1]: (200, ENGINE_METRICS)})
+    asyncio.run(core.read_prefill_running())
+    assert (core.inflight(prefill), core.inflight(other)) == (3, 3) and logs() == []
+    # drained and still registered: one more, as for a decode
+    core.drained.add(P)
+    core.registered[("prefill", P)] = router.time.monotonic()
+    assert core.inflight(prefill) == 4
+
+
 def test_the_side_reads_of_a_round():
     core = make()
     reads = core.side_reads()
     names = [r.__qualname__ for r in reads]
     for coro in reads:
         coro.close()
-    assert names == ["ProbingCore.read_ds_workers", "RouterCore.read_router_metrics", "RouterCore.read_edge_stats"]
+    assert names == ["ProbingCore.read_ds_workers", "RouterCore.read_router_metrics", "RouterCore.read_edge_stats",
+                     "RouterCore.read_prefill_running"]
 
 
 # ----------------------------------------------------------------------------- /metrics

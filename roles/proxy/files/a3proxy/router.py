@@ -39,7 +39,7 @@ import subprocess
 import time
 
 from .answers import client_error, send_json
-from .core import ProbingCore
+from .core import ProbingCore, _url_host
 from .health import health_decision, public_unavailable
 
 log = logging.getLogger("a3_proxy")
@@ -182,6 +182,15 @@ def parse_router_metrics(text):
     return errors, dict((w, int(n)) for w, n in active.items())
 
 
+def engine_running(text):
+    """The requests an engine is working on, from its own /metrics: the sum of vllm:num_requests_running (one
+    series per model and engine). Raises ValueError when the text has none (not a vLLM engine's /metrics)."""
+    found = [value for name, _labels, value in prometheus_samples(text) if name == "vllm:num_requests_running"]
+    if not found:
+        raise ValueError("no vllm:num_requests_running in the engine's /metrics")
+    return int(sum(found))
+
+
 def parse_edge_stats(text, proxies=None):
     """{(endpoint, "2xx"|"3xx"|"4xx"|"5xx"): n} from haproxy's CSV statistics (show stat, stats;csv): the rows of
     the completions' proxies (EDGE_PROXIES: pxname -> endpoint) with svname BACKEND, their hrsp_2xx ..
@@ -239,6 +248,8 @@ class RouterCore(ProbingCore):
         self.router_ready = False  # the child runs and its HTTP port accepts connections
         self.router_errors = None  # sum of vllm_router_pd_errors_total of the last good read, None without one
         self.active_decode = {}  # {"http://host:port": active requests} of the last good read of the router
+        self.prefill_running = {}  # {"host:port": vllm:num_requests_running} of each prefill's last good read
+        self._prefill_read_failing = set()  # prefills whose last /metrics read failed (logged once)
         self.router_read_ok = False
         self.edge_requests = None  # {(endpoint, class): n} of the last good read of the edge's statistics
         self.edge_read_ok = None if not options.a3_edge_stats else False
@@ -255,14 +266,15 @@ class RouterCore(ProbingCore):
         return sent is not None and time.monotonic() - sent < REGISTERED_FOR
 
     def inflight(self, backend):
-        """A decode backend's requests in the router (its vllm_router_pd_active_decode_requests, as of the last
-        probe round); a prefill's: 0, the router keeps no count of requests open on a prefill (it counts their
-        prompt tokens). A drained backend the router may still hold (in_rotation) counts one more: the router can
-        still choose it for a new request until its registration runs out, so whoever waits for a drained backend
-        to have no request (the rolling restart) waits for that too."""
-        active = 0
+        """A decode backend's requests in the router (its vllm_router_pd_active_decode_requests), a prefill's in the
+        engine itself (its vllm:num_requests_running: the router keeps no count of requests open on a prefill), as
+        of the last probe round. A drained backend the router may still hold (in_rotation) counts one more: the
+        router can still choose it for a new request until its registration runs out, so whoever waits for a
+        drained backend to have no request (the rolling restart) waits for that too."""
         if backend.role == "decode":
             active = self.active_decode.get("http://" + http_address(backend.host, backend.port), 0)
+        else:
+            active = self.prefill_running.get(backend.key, 0)
         if backend.key in self.drained and self.in_rotation(backend):
             active += 1
         return active
@@ -336,7 +348,29 @@ class RouterCore(ProbingCore):
 
     # ------------------------------------------------------------------ the reads of a probe round
     def side_reads(self):
-        return ProbingCore.side_reads(self) + [self.read_router_metrics(), self.read_edge_stats()]
+        return ProbingCore.side_reads(self) + [self.read_router_metrics(), self.read_edge_stats(),
+                                               self.read_prefill_running()]
+
+    async def read_prefill_running(self):
+        """Every prefill engine's own count of the requests it works on (its /metrics, which vLLM leaves open with
+        an API key). A failed read drops the backend's count (0) and is logged once until a read succeeds."""
+        prefills = [b for b in self.backends.values() if b.role == "prefill"]
+
+        async def one(backend):
+            url = "http://%s:%d/metrics" % (_url_host(backend.host), backend.port)
+            try:
+                running = engine_running(await self._get_text(url))
+            except Exception as exc:  # a read that fails for any reason is reported the same way
+                if backend.key not in self._prefill_read_failing:
+                    log.warning("prefill backend %s: cannot read its open requests (%s): %s", backend.key, url,
+                                _why(exc))
+                self._prefill_read_failing.add(backend.key)
+                self.prefill_running.pop(backend.key, None)
+                return
+            self._prefill_read_failing.discard(backend.key)
+            self.prefill_running[backend.key] = running
+
+        await asyncio.gather(*(one(b) for b in prefills))
 
     async def _get_text(self, url):
         response = await asyncio.wait_for(self._probe_client.get(url), self.opt.a3_probe_timeout + 0.5)
