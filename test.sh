@@ -13,6 +13,13 @@ mode=${1:-all}
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_NOCOLOR=1 PY_COLORS=0
 export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python   # etcd3 0.12 with protobuf >= 4 (requirements.txt)
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
+# tests/unit/proxy/test_proxy_router_live.py runs the wrapper as vllm-router's parent and registrar in front of the
+# real router: the pin proxy_router_package ships (roles/proxy/defaults), in a venv of this machine's test cache.
+# Exported: the unit tests and the mutation runs (which run them) both need it.
+. tests/cache_venv.sh
+router_pin=$(sed -n 's/^proxy_router_package: *\([^ #]*\).*/\1/p' roles/proxy/defaults/main.yml)
+cache_venv router-venv "$router_pin" "$router_pin"
+export A3_ROUTER_BIN=$CACHE_VENV/bin/vllm-router
 if [ "$mode" = mutants ]; then shift; exec python tests/mutation.py "$@"; fi
 
 step "yamllint";         yamllint -s .
@@ -34,12 +41,6 @@ fi
 # tests/unit/proxy/test_proxy_live.py runs the proxy wrapper live (its process, both uvicorn listeners, the prober and
 # the forwarding to stub engines on 127.0.0.1, with a stand-in for the upstream script) on the web stack
 # requirements.txt pins (fastapi, httpx, uvicorn); no proxy test skips: a missing package fails it, naming ./setup.sh.
-# tests/unit/proxy/test_proxy_router_live.py runs the wrapper as vllm-router's parent and registrar in front of the
-# real router: the pin proxy_router_package ships (roles/proxy/defaults), in a venv of this machine's test cache.
-. tests/cache_venv.sh
-router_pin=$(sed -n 's/^proxy_router_package: *\([^ #]*\).*/\1/p' roles/proxy/defaults/main.yml)
-cache_venv router-venv "$router_pin" "$router_pin"
-A3_ROUTER_BIN=$CACHE_VENV/bin/vllm-router \
 pytest -q -p no:cacheprovider tests/unit tests/golden tests/validation tests/lint tests/monitoring tests/sim/test_tools.py tests/sim/test_partition.py \
   tests/sim/test_loadgen.py
 step "ansible-test sanity (offline; tests/sanity.sh)"
