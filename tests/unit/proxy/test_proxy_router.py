@@ -161,9 +161,10 @@ def test_a_failed_send_is_logged_once_and_retried(clock, logs):
         sent.append(message)
 
     core._send = send
-    assert core.heartbeat() == [] and core.heartbeat() == []
+    assert core.heartbeat() == []   # the first failure is logged at once, the next ones not
     assert logs() == [("WARNING", "cannot register the backends with the router (127.0.0.1:9302): RuntimeError: "
                                   "Resource temporarily unavailable; retrying every 1s")]
+    assert core.heartbeat() == [] and logs() == []
     assert core.registered == {}
     assert core.heartbeat() == [D, P] and len(sent) == 2
     assert logs() == [("WARNING", "registrations reach the router again")]
@@ -264,6 +265,11 @@ def test_the_edges_statistics_are_read():
         ("/v1/chat/completions", "4xx"): 2, ("/v1/chat/completions", "5xx"): 3,
         ("/v1/completions", "2xx"): 7, ("/v1/completions", "3xx"): 0, ("/v1/completions", "4xx"): 0,
         ("/v1/completions", "5xx"): 1}
+
+
+def test_the_first_row_after_the_header_counts():
+    text = "\n".join([HEADER, row("chat", "BACKEND", hrsp_2xx=5, hrsp_3xx=0, hrsp_4xx=0, hrsp_5xx=0)])
+    assert router.parse_edge_stats(text)[("/v1/chat/completions", "2xx")] == 5
 
 
 @pytest.mark.parametrize("text, message", [
@@ -414,6 +420,10 @@ def test_metrics_of_the_router_engine(clock):
     assert found["a3_proxy_edge_stats_read_ok"] == 1
     assert found['a3_proxy_backend_inflight_requests{role="decode",backend="10.0.0.2:2"}'] == 4
     assert found['a3_proxy_backend_up{role="decode",backend="10.0.0.2:2"}'] == 1
+    core.ds_workers = {"10.0.0.1:18481": 1, "10.0.0.2:18481": 0}   # etcd's registrations, read as with upstream
+    found = parse_metrics(core.metrics_text())
+    assert found['a3_proxy_ds_worker_registered{worker="10.0.0.2:18481"}'] == 0
+    assert found['a3_proxy_ds_worker_registered{worker="10.0.0.1:18481"}'] == 1
     core.child = Child(1)
     read(core, {METRICS_URL: httpx.ConnectError("refused"), STATS_URL: (503, "")})
     found = parse_metrics(core.metrics_text())
@@ -541,3 +551,27 @@ def test_the_engines_options_are_read():
         "listeners' must differ")
     assert cli.router_port_conflict(ours, 8000) is None
     assert cli.router_port_conflict(cli.split_argv(["--a3-router-port", "8000"])[0], 8000) is None
+
+
+# ----------------------------------------------------------------------------- stopping the child
+
+GRACEFUL_CHILD = """import signal, sys, time
+def bye(*_unused):
+    time.sleep(0.3)   # a router finishing what it relays
+    sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+print("ready", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_stop_gives_the_router_its_grace_after_sigterm(logs):
+    import subprocess
+    import sys
+    core = make()
+    core.child = subprocess.Popen([sys.executable, "-c", GRACEFUL_CHILD], stdout=subprocess.PIPE, text=True)
+    assert core.child.stdout.readline().strip() == "ready"
+    asyncio.run(core.stop())
+    assert core.child.returncode == 0   # it ended by itself within the grace, not by SIGKILL (-9)
+    assert ("INFO", "the router stopped (status 0)") in logs()
