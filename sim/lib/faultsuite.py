@@ -357,6 +357,14 @@ def run_fault(fault: Fault, clients: int = 3, settle: float = 5, log=print, api_
 COLUMNS = loadgen.TABLE_COLUMNS + (("healed_after", "healthy again after (s)"), ("manual_steps", "manual steps"))
 
 
+def save_rows(rows: list, path) -> str:
+    """Write the rows of a run to path as JSON (its directory made) and return their table (COLUMNS)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(rows, fh, indent=1)
+    return loadgen.format_table(rows, COLUMNS)
+
+
 def main(argv=None) -> int:
     import argparse
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -367,10 +375,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     rows = [run_fault(f, clients=args.clients, log=lambda m: print(m, file=sys.stderr))
             for f in faults(args.restart_node) if not args.only or any(o in f.name for o in args.only)]
-    print(loadgen.format_table(rows, COLUMNS))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(rows, fh, indent=1)
+    print(save_rows(rows, args.json) if args.json else loadgen.format_table(rows, COLUMNS))
     return 0 if all(r["healed"] and r.get("empty_200", 0) == 0 for r in rows) else 1
 
 

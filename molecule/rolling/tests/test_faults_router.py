@@ -10,7 +10,6 @@ Runs before the hostile suite and the rolls (file order), on the converged layou
 .cache/faults-router.json and the table is printed at the end."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -21,7 +20,6 @@ ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve(
 sys.path.insert(0, str(ROOT / "sim" / "lib"))
 sys.path.insert(0, str(ROOT / "molecule" / "shared"))
 import faultsuite  # noqa: E402
-import loadgen  # noqa: E402
 from hostile_suite import load_vars  # noqa: E402
 
 VAULT_PASSWORD_FILE = ROOT / "molecule/rolling/vault-pass.txt"
@@ -36,10 +34,7 @@ ROWS = []
 def table():
     assert load_vars(ROOT / "molecule/rolling/vars/router.yml")["proxy_engine"] == "vllm-router"
     yield
-    out = ROOT / ".cache" / "faults-router.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(ROWS, indent=1))
-    print("\n" + loadgen.format_table(ROWS, faultsuite.COLUMNS))
+    print("\n" + faultsuite.save_rows(ROWS, ROOT / ".cache" / "faults-router.json"))
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])

@@ -10,7 +10,6 @@ go to .cache/selfheal.json and the table is printed at the end (benchmarks/selfh
 the same table from a run of its own)."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -20,7 +19,6 @@ import pytest
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(ROOT / "sim" / "lib"))
 import faultsuite  # noqa: E402
-import loadgen  # noqa: E402
 
 FAULTS = faultsuite.faults(restart_node="p0")
 ROWS = []
@@ -29,10 +27,7 @@ ROWS = []
 @pytest.fixture(scope="module", autouse=True)
 def table():
     yield
-    out = ROOT / ".cache" / "selfheal.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(ROWS, indent=1))
-    print("\n" + loadgen.format_table(ROWS, faultsuite.COLUMNS))
+    print("\n" + faultsuite.save_rows(ROWS, ROOT / ".cache" / "selfheal.json"))
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
