@@ -102,6 +102,13 @@ rootfs_build() {
   DPKG_FORCE=unsafe-io,security-mac,downgrade debootstrap --variant=minbase --cache-dir="$CACHE_DIR/debs/$kind" \
     --include="$(IFS=,; echo "$*")" "$SUITE" "$dir" "$mirror" ||
     die "[$kind] debootstrap failed (log: $dir/debootstrap/debootstrap.log)"
+  # debootstrap unmounts the target's /proc and /sys itself, but a package's scripts can keep one busy (seen once:
+  # the node's /proc still mounted, and tar then read the host's processes and failed): unmount what is left.
+  local mnt
+  while read -r mnt; do
+    umount -l "$mnt" || die "[$kind] cannot unmount $mnt"
+    log "[$kind] unmounted $mnt, left mounted by debootstrap"
+  done < <(findmnt -rn -o TARGET | awk -v d="$dir/" 'index($0, d) == 1' | sort -r)
   # Trim what a container never needs; the engine provides hostname, hosts and resolv.conf.
   rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/cache/apt/*.bin "$dir"/var/lib/apt/lists/* \
     "$dir"/usr/share/doc/* "$dir"/usr/share/man/* "$dir"/usr/share/info/* "$dir"/usr/share/locale/* \
