@@ -59,7 +59,7 @@ def file_sd(topo: dict, proxy_port: int, cluster: str = "", proxy_address: str =
 
     proxy_port/proxy_address: the proxy's admin listener, which serves its /metrics (proxy_admin_port and
     proxy_admin_bind_host; a wildcard or empty address means the proxy host's business IP). Neither is part of
-    the topology; the etcd port is, in etcd_address.
+    the topology; the etcd members and their ports are (etcd_members: one target group per member).
     cluster, when not empty, is added as the label cluster to every group (several deployments in one
     Prometheus)."""
     try:
@@ -78,23 +78,25 @@ def file_sd(topo: dict, proxy_port: int, cluster: str = "", proxy_address: str =
                         "labels": _labels(topo, host, "vllm", inst["api_port"], cluster,
                                           dict(extra, dp_rank=str(inst["dp_rank"]))),
                     })
-        etcd_host, proxy_host = topo["etcd_host"], topo["proxy_host"]
-        etcd_address = topo["etcd_address"]
+        proxy_host = topo["proxy_host"]
+        members = topo["etcd_members"]
     except (KeyError, TypeError) as exc:
         raise MonitoringError("the topology lacks %s: pass the fact a3 of roles/common" % exc)
-    if etcd_host not in hosts or not etcd_address:
-        raise MonitoringError("the etcd host %r is not a host of the topology" % (etcd_host,))
+    if not members:
+        raise MonitoringError("the topology names no etcd member (etcd_members is %r)" % (members,))
+    for member in members:
+        if member["host"] not in hosts:
+            raise MonitoringError("the etcd host %r is not a host of the topology" % (member["host"],))
     if proxy_host not in hosts:
         raise MonitoringError("the proxy host %r is not a host of the topology" % (proxy_host,))
     try:
         proxy_port = int(proxy_port)
     except (TypeError, ValueError):
         raise MonitoringError("proxy_port %r is not a port number" % (proxy_port,))
-    etcd_port = int(str(etcd_address).rsplit(":", 1)[1])
     return {
         "vllm": engines,
-        "etcd": [{"targets": [_hostport(hosts[etcd_host]["business_ip"], etcd_port)],
-                  "labels": _labels(topo, etcd_host, "etcd", etcd_port, cluster)}],
+        "etcd": [{"targets": [_hostport(hosts[m["host"]]["business_ip"], m["client_port"])],
+                  "labels": _labels(topo, m["host"], "etcd", m["client_port"], cluster)} for m in members],
         "proxy": [{"targets": [_hostport(hosts[proxy_host]["business_ip"] if str(proxy_address or "") in WILDCARD
                                          else proxy_address, proxy_port)],
                    "labels": _labels(topo, proxy_host, "proxy", proxy_port, cluster)}],

@@ -25,7 +25,7 @@ from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import S
 # Per-host inventory variables the derivation reads (the variable name is the key); the topology filter reads
 # only these. Every one is an option of roles/common's spec (tests/unit/plugins/plugin_utils checks it).
 TOPOLOGY_KEYS = (
-    "a3_business_ip", "a3_nic_name", "a3_npus_per_node", "a3_etcd_host", "a3_proxy_host",
+    "a3_business_ip", "a3_nic_name", "a3_npus_per_node", "a3_etcd_host", "a3_etcd_hosts", "a3_proxy_host",
     "vllm_dp_size_local", "vllm_prefill_dp_size_local", "vllm_decode_dp_size_local", "vllm_api_port", "vllm_dp_rpc_port",
     "vllm_prefill_tp_size", "vllm_decode_tp_size",
     "vllm_prefill_kv_port", "vllm_decode_kv_port",
@@ -221,7 +221,7 @@ def derive(inv: dict) -> dict:
             raise TopologyError("group %r is missing or empty" % side)
     first_prefill = groups["prefill"][0]
     anchor = hosts[first_prefill]
-    etcd_host = anchor.get("a3_etcd_host") or first_prefill
+    etcd_hosts = etcd_members_of(anchor, first_prefill)
     proxy_host = anchor.get("a3_proxy_host") or first_prefill
     sides = {side: _side(hosts, list(groups[side]), side) for side in SIDES}
     # The Mooncake prefill/decode blocks: the dp/tp of one DP group of each side, the same in every instance's
@@ -238,23 +238,44 @@ def derive(inv: dict) -> dict:
         for group in sides[side]["groups"]:
             for index_in_group, host in enumerate(group["hosts"]):
                 entry = _host(hosts[host], side, group, groups[side].index(host), index_in_group)
-                entry.update(is_etcd_host=host == etcd_host, is_proxy_host=host == proxy_host)
+                entry.update(is_etcd_host=host in etcd_hosts, is_proxy_host=host == proxy_host)
                 per_host[host] = entry
-    return _result(inv, sides, mooncake, per_host, etcd_host, proxy_host)
+    return _result(inv, sides, mooncake, per_host, etcd_hosts, proxy_host)
 
 
-def _result(inv: dict, sides: dict, mooncake: dict, per_host: dict, etcd_host: str, proxy_host: str) -> dict:
+def etcd_members_of(anchor: dict, first_prefill: str) -> list:
+    """The etcd members' hosts, from the first prefill host's values: a3_etcd_hosts (a cluster, in that order),
+    else a3_etcd_host, else the first prefill host (the seed's single member)."""
+    listed = anchor.get("a3_etcd_hosts") or []
+    if isinstance(listed, (list, tuple)) and listed:   # another type: the option's spec reports it
+        return [str(h) for h in listed]
+    return [anchor.get("a3_etcd_host") or first_prefill]
+
+
+def _etcd_member(hosts: dict, host: str) -> dict:
+    values = hosts[host]
+    return {"host": host, "ip": values["a3_business_ip"], "client_port": int(values["etcd_client_port"]),
+            "peer_port": int(values["etcd_peer_port"])}
+
+
+def _result(inv: dict, sides: dict, mooncake: dict, per_host: dict, etcd_hosts: list, proxy_host: str) -> dict:
     groups, hosts = inv["groups"], inv["hosts"]
     per_host = {h: per_host[h] for s in SIDES for h in groups[s]}
-    etcd_port = int(hosts[etcd_host]["etcd_client_port"]) if etcd_host in hosts else None
+    members = [_etcd_member(hosts, h) for h in etcd_hosts if h in hosts]
+    endpoints = ["%s:%s" % (m["ip"], m["client_port"]) for m in members]
+    first = members[0] if members else None
     return {
         "sides": sides,
         "mooncake": mooncake,
         "hosts": per_host,
-        "etcd_host": etcd_host,
-        "etcd_ip": hosts[etcd_host]["a3_business_ip"] if etcd_host in hosts else None,
-        "etcd_address": ("%s:%s" % (hosts[etcd_host]["a3_business_ip"], etcd_port)
-                         if etcd_host in hosts else None),
+        # etcd_host/etcd_ip/etcd_address: the first member (one etcd: the seed's); etcd_endpoints: every member's
+        # client address, what every client is given (a cluster answers on any of them)
+        "etcd_host": etcd_hosts[0],
+        "etcd_ip": first["ip"] if first else None,
+        "etcd_address": endpoints[0] if endpoints else None,
+        "etcd_hosts": list(etcd_hosts),
+        "etcd_members": members,
+        "etcd_endpoints": endpoints,
         "proxy_host": proxy_host,
         "proxy_ip": hosts[proxy_host]["a3_business_ip"] if proxy_host in hosts else None,
     }

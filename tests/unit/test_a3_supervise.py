@@ -385,6 +385,25 @@ def test_wait_fails_with_what_it_waited_for(capsys):
     assert "127.0.0.1:1 (etcd) accepting connections" in capsys.readouterr().err
 
 
+def test_wait_for_an_etcd_cluster_needs_one_member_listening(capsys):
+    import socket
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, not listening: connecting is refused
+    members = "127.0.0.1:%d,127.0.0.1:%d" % (closed.getsockname()[1], port)
+    try:
+        assert sup.main(["wait", "--tcp", members, "--what", "etcd", "--timeout", "1", "--interval", "0.1"]) == 0
+        srv.close()
+        assert sup.main(["wait", "--tcp", members, "--what", "etcd", "--timeout", "0.2", "--interval", "0.1"]) == 1
+    finally:
+        srv.close()
+        closed.close()
+    assert "one of %s (etcd) accepting connections" % members.replace(",", ", ") in capsys.readouterr().err
+
+
 def test_wait_for_a_readiness_mark_fails_naming_it_then_passes_once_it_exists(tmp_path, capsys):
     mark = tmp_path / ".yr_worker_ready"
     argv = ["wait", "--file", str(mark), "--file-what", "worker ready", "--timeout", "0.2", "--interval", "0.1"]

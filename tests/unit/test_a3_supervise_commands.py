@@ -93,6 +93,19 @@ def test_wait_gives_up_at_its_deadline_naming_all_it_waited_for(clock, monkeypat
                                    % (tmp_path / "m", tmp_path / "n"))
 
 
+def test_wait_for_a_list_needs_one_of_it_and_names_the_whole_list(clock, monkeypatch, capsys):
+    seen = []
+    monkeypatch.setattr(sup, "tcp_open", lambda hp: seen.append(hp) or False)
+    argv = ["wait", "--tcp", "e1:2379,e2:2379,e3:2379", "--what", "etcd", "--tcp", "h:1", "--timeout", "2",
+            "--interval", "2"]
+    assert sup.main(argv) == 1
+    assert seen == ["e1:2379,e2:2379,e3:2379", "h:1"] * 2     # one check of the list a round, as of one address
+    assert capsys.readouterr().err == ("gave up after 2s waiting for: one of e1:2379, e2:2379, e3:2379 (etcd) "
+                                       "accepting connections; h:1 () accepting connections\n")
+    monkeypatch.setattr(sup, "tcp_open", lambda hp: hp == "e1:2379,e2:2379,e3:2379")
+    assert sup.main(["wait", "--tcp", "e1:2379,e2:2379,e3:2379", "--what", "etcd"]) == 0
+
+
 def test_wait_for_a_container_names_only_the_container(clock, monkeypatch, capsys):
     monkeypatch.setattr(sup, "container_running", lambda name: False)
     monkeypatch.setattr(sup, "tcp_open", lambda hp: False)
@@ -610,7 +623,8 @@ def test_the_help_names_the_helper_and_explains_the_options(capsys, monkeypatch)
     with pytest.raises(SystemExit):
         sup.main(["wait", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    for text in ("--tcp TCP HOST:PORT that must accept connections", "--what WHAT what each --tcp is, for the message",
+    for text in ("--tcp TCP HOST:PORT that must accept connections (HOST:PORT,HOST:PORT,...: any one of them)",
+                 "--what WHAT what each --tcp is, for the message",
                  "--file FILE a file that must exist (a readiness mark)",
                  "--file-what FILE_WHAT what each --file means, for the message",
                  "--pid PID fail at once when this process ended (ExecStartPost: ${MAINPID})",

@@ -202,6 +202,58 @@ def test_tcp_open_connects_to_the_host_and_port_with_its_timeout(monkeypatch):
     assert seen == [(("fe80::1", 8000), 2.0), (("127.0.0.1", 80), 0.5)]
 
 
+def _closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_tcp_open_of_a_list_is_any_one_of_them():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port, closed, closed2 = srv.getsockname()[1], _closed_port(), _closed_port()
+    try:
+        assert sup.tcp_open("127.0.0.1:%d,127.0.0.1:%d" % (closed, port)) is True
+        assert sup.tcp_open("127.0.0.1:%d, 127.0.0.1:%d ,127.0.0.1:%d" % (closed, closed2, port)) is True
+        assert sup.tcp_open("127.0.0.1:%d,127.0.0.1:%d" % (port, closed)) is True
+        assert sup.tcp_open("127.0.0.1:notaport,127.0.0.1:%d" % port) is True
+        assert sup.tcp_open("127.0.0.1:%d,127.0.0.1:%d" % (closed, closed2)) is False
+    finally:
+        srv.close()
+    assert sup.tcp_open("127.0.0.1:%d,127.0.0.1:%d" % (closed, port)) is False
+
+
+def test_tcp_open_of_a_list_tries_each_in_turn_with_its_timeout_until_one_connects(monkeypatch):
+    seen = []
+
+    class Conn:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def connect(address, timeout):
+        seen.append((address, timeout))
+        if address[0] != "ok":
+            raise ConnectionRefusedError(111, "refused")
+        return Conn()
+    monkeypatch.setattr(sup.socket, "create_connection", connect)
+    assert sup.tcp_open("a:1,fe80::1:2, ok:3,b:4", 0.5) is True
+    assert seen == [(("a", 1), 0.5), (("fe80::1", 2), 0.5), (("ok", 3), 0.5)]
+    seen.clear()
+    assert sup.tcp_open("a:1,b:2") is False
+    assert seen == [(("a", 1), 2.0), (("b", 2), 2.0)]
+
+
+@pytest.mark.parametrize("value, label", [
+    ("h:1", "h:1"), ("fe80::1:8000", "fe80::1:8000"),
+    ("h1:1,h2:2,h3:3", "one of h1:1, h2:2, h3:3"), ("h1:1, h2:2", "one of h1:1, h2:2")])
+def test_tcp_label(value, label):
+    assert sup.tcp_label(value) == label
+
+
 # -------------------------------------------------------------------------------------------------- http_status
 
 class _Engine:

@@ -31,6 +31,7 @@ from hostile_suite import load_vars  # noqa: E402
 LAYOUT = "molecule/rolling/vars/layout.yml"
 HARDENED = "molecule/rolling/vars/hardened.yml"   # every protection on; its keys in Ansible Vault
 ROUTER = "molecule/rolling/vars/router.yml"       # proxy_engine vllm-router
+ETCD = "molecule/rolling/vars/etcd.yml"           # etcd as a 3-member cluster
 VAULT_PASSWORD_FILE = ROOT / "molecule/rolling/vault-pass.txt"
 # faultsuite reads etcd (TLS with client certificates here) with the controller's copy of the etcd PKI
 os.environ["A3SIM_ETCD_PKI"] = str(Path.home() / ".ascend-vllm-pd" / "127.30.0.11" / "etcd-pki")
@@ -50,7 +51,7 @@ def playbook(*args, timeout=1800, name="rolling_restart.yml"):
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_VAULT_PASSWORD_FILE=str(VAULT_PASSWORD_FILE))
     return subprocess.run(["ansible-playbook", "playbooks/" + name, "-i", "inventories/sim", "-e", "@" + LAYOUT,
-                           "-e", "@" + HARDENED, "-e", "@" + ROUTER, *args],
+                           "-e", "@" + HARDENED, "-e", "@" + ROUTER, "-e", "@" + ETCD, *args],
                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
                           check=False, stdin=subprocess.DEVNULL, env=env)
 

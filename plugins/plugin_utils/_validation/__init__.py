@@ -37,8 +37,9 @@ HOST_RULES = (common.check_listen_addresses, hugepages.check_pages, container.ch
               vllm_run.check_health_and_log, vllm_run.check_frozen_rank_bounds, preflight.check_page_and_versions, preflight.check_reserve_and_patterns,
               gate.check_expect_pattern, proxy.check_unset_env, yuanrong.check_curve)
 # Across the hosts: values one deployment shares.
-ACROSS_RULES = (placement.check_same_everywhere, placement.check_same_hash_seed, common.check_service_hosts_named)
-# The etcd host, then the proxy host: rule(host, context).
+ACROSS_RULES = (placement.check_same_everywhere, placement.check_same_hash_seed, common.check_service_hosts_named,
+                common.check_etcd_members)
+# Every etcd member, then the proxy host: rule(host, context).
 ETCD_RULES = (etcd.check_release, etcd.check_download, etcd.check_tls_days)
 PROXY_RULES = (proxy.check_extra_args, proxy.check_engine, proxy.check_relay_capacity, monitoring.check_web_users,
                security.check_admin_listener, security.check_api_keys, security.check_secrets)
@@ -116,10 +117,11 @@ def _run(ctx):
 
 
 def _service_host_rules(ctx):
-    etcd_host, proxy_host = ctx.service_hosts()
-    if etcd_host in ctx.hosts:
-        for rule in ETCD_RULES:
-            rule(ctx.host(etcd_host), ctx)
+    _unused, proxy_host = ctx.service_hosts()
+    for etcd_host in dict.fromkeys(ctx.etcd_hosts()):
+        if etcd_host in ctx.hosts:
+            for rule in ETCD_RULES:
+                rule(ctx.host(etcd_host), ctx)
     if proxy_host in ctx.hosts:
         for rule in PROXY_RULES:
             rule(ctx.host(proxy_host), ctx)

@@ -17,6 +17,7 @@ import re
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _specs
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import SIDES
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import etcd_members_of
 
 try:
     from packaging.version import InvalidVersion, Version
@@ -178,6 +179,13 @@ class Context:
             return None, None
         anchor = self.hosts[first]
         return tuple(anchor.get(key) or first for key in ("a3_etcd_host", "a3_proxy_host"))
+
+    def etcd_hosts(self) -> list:
+        """The etcd members' hosts as the topology names them ([] without a usable first prefill host)."""
+        first = (self.groups.get("prefill") or [None])[0]
+        if first not in self.hosts:
+            return []
+        return list(dict.fromkeys(etcd_members_of(self.hosts[first], first)))
 
 
 @reads()

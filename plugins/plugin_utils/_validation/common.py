@@ -147,3 +147,33 @@ def check_service_hosts_named(ctx):
                 ctx.errors.append("all: %s is %r, which is not a host of the prefill or decode group: set it to "
                                   "one of %s or leave it empty (first prefill host)"
                                   % (key, n, ", ".join(ctx.ordered) or "the inventory hosts"))
+
+
+@reads("a3_etcd_hosts", "a3_etcd_host")
+def check_etcd_members(ctx):
+    """a3_etcd_hosts (the first prefill host's value, as the topology reads it): hosts of the inventory, each once,
+    not beside a3_etcd_host; an even count is warned about. (Each member's own ports: ports.check_overlaps.)"""
+    first = (ctx.groups.get("prefill") or [None])[0]
+    anchor = ctx.hosts.get(first) or {}
+    listed = anchor.get("a3_etcd_hosts")
+    if not isinstance(listed, (list, tuple)) or not listed:
+        return
+    label = "%s: a3_etcd_hosts" % first
+    if anchor.get("a3_etcd_host"):
+        ctx.errors.append("%s is %r and a3_etcd_host is %r: the members are named in one place, so set a3_etcd_hosts "
+                          "alone (its first member plays a3_etcd_host's part) and leave a3_etcd_host empty"
+                          % (label, list(listed), anchor.get("a3_etcd_host")))
+    seen = [str(h) for h in listed]
+    twice = sorted({h for h in seen if seen.count(h) > 1})
+    if twice:
+        ctx.errors.append("%s names %s more than once: an etcd member runs once per host, list each host once"
+                          % (label, ", ".join(twice)))
+    unknown = [h for h in dict.fromkeys(seen) if h not in ctx.members]
+    for h in unknown:
+        ctx.errors.append("%s names %r, which is not a host of the prefill or decode group: set hosts of %s"
+                          % (label, h, ", ".join(ctx.ordered) or "the inventory"))
+    count = len(dict.fromkeys(seen))
+    if count % 2 == 0:
+        ctx.warnings.append("%s has %d members: etcd needs a majority (%d) to serve, so %d members survive no more "
+                            "losses than %d do and fail more often; list %d or %d hosts"
+                            % (label, count, count // 2 + 1, count, count - 1, count - 1, count + 1))

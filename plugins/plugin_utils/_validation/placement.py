@@ -14,6 +14,8 @@ from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.vllm_en
 SAME = (
     ("a3_etcd_host", "the topology takes the etcd host from the first prefill host's value only, so the other value "
      "is ignored where it is set", True, False),
+    ("a3_etcd_hosts", "the topology takes the etcd members from the first prefill host's value only, so the other "
+     "value is ignored where it is set", True, False),
     ("a3_proxy_host", "the topology takes the proxy host from the first prefill host's value only, so the other "
      "value is ignored where it is set", True, False),
     ("etcd_client_port", "etcd listens on the etcd host's value, while every node checks etcd's reach on its own "

@@ -73,7 +73,7 @@ def check_secrets(h, ctx):
     if h.get("vllm_api_key") in ("", None):
         ctx.open_listeners.append("the engines' /v1 routes (set vllm_api_key)")
     if as_bool(h.get("etcd_tls")) is False:
-        ctx.open_listeners.append("etcd on %s (set etcd_tls: true)" % ctx.service_hosts()[0])
+        ctx.open_listeners.append("etcd on %s (set etcd_tls: true)" % ", ".join(ctx.etcd_hosts()))
 
 
 @reads()

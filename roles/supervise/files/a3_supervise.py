@@ -376,12 +376,22 @@ def pid_alive(pid: str) -> bool:
 
 
 def tcp_open(hostport: str, timeout: float = 2.0) -> bool:
-    host, _unused, port = hostport.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            return True
-    except (OSError, ValueError):
-        return False
+    """HOST:PORT accepts a connection; of a comma-separated list (an etcd cluster's members), any one does (tried
+    in turn, each within timeout)."""
+    for item in hostport.split(","):
+        host, _unused, port = item.strip().rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
+def tcp_label(hostport: str) -> str:
+    """How the messages name a --tcp value: a list as "one of h1:p1, h2:p2"."""
+    items = [item.strip() for item in hostport.split(",")]
+    return "one of " + ", ".join(items) if len(items) > 1 else hostport
 
 
 def http_status(url: str, timeout: float, body: dict | None = None, headers: dict | None = None) -> tuple:
@@ -441,7 +451,8 @@ def cmd_wait(args) -> int:
         if args.container and not container_running(args.container):
             pending.append("container %s running" % args.container)
         else:
-            pending += ["%s (%s) accepting connections" % (hp, what) for hp, what in hard if not tcp_open(hp)]
+            pending += ["%s (%s) accepting connections" % (tcp_label(hp), what) for hp, what in hard
+                        if not tcp_open(hp)]
             pending += ["%s (%s) present" % (path, what) for path, what in marks if not os.path.exists(path)]
         if not pending:
             break
@@ -717,7 +728,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("wait")
     w.add_argument("--container", default="")
-    w.add_argument("--tcp", action="append", default=[], help="HOST:PORT that must accept connections")
+    w.add_argument("--tcp", action="append", default=[],
+                   help="HOST:PORT that must accept connections (HOST:PORT,HOST:PORT,...: any one of them)")
     w.add_argument("--what", action="append", default=[], help="what each --tcp is, for the message")
     w.add_argument("--file", action="append", default=[], help="a file that must exist (a readiness mark)")
     w.add_argument("--file-what", action="append", default=[], help="what each --file means, for the message")

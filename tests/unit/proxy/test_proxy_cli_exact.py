@@ -27,9 +27,11 @@ OPTIONS = {
     "a3_upstream_script": (WRAPPER, None, "PATH", None,
                            "the upstream proxy script (default: load_balance_proxy_server_example.py next to "
                            "a3_proxy.py)"),
-    "a3_etcd": (WRAPPER, None, "[https://]HOST:PORT", None,
+    "a3_etcd": (WRAPPER, None, "[https://]HOST:PORT[,...]", None,
                 "etcd client address: each probe round reads the openYuanrong datasystem workers' registrations "
-                "(/datasystem/cluster/) through etcd's JSON gateway for /metrics; https:// for etcd with TLS"),
+                "(/datasystem/cluster/) through etcd's JSON gateway for /metrics; https:// for etcd with TLS; an "
+                "etcd cluster's members comma-separated (all http or all https): each read tries them in turn, the "
+                "one that answered last first"),
     "a3_etcd_ca": (WRAPPER, None, "PATH", None,
                    "CA certificate of etcd's server certificate (https only; default: the system's)"),
     "a3_etcd_cert": (WRAPPER, None, "PATH", None, "client certificate for etcd (https only, with --a3-etcd-key)"),
@@ -119,6 +121,8 @@ def test_the_limits_constants():
     (["--a3-zzz", "--port", "1", "--a3-yyy=2"], "unrecognized arguments: --a3-zzz --a3-yyy=2"),
     (["--a3-etcd-cert", "c", "--a3-etcd-key", "k"], "--a3-etcd-cert, --a3-etcd-key without --a3-etcd"),
     (["--a3-etcd", "h:1", "--a3-etcd-ca", "ca"], "--a3-etcd-ca need an https:// etcd address (--a3-etcd h:1)"),
+    (["--a3-etcd", "h:1,h:2", "--a3-etcd-ca", "ca"], "--a3-etcd-ca need an https:// etcd address (--a3-etcd h:1,h:2)"),
+    (["--a3-etcd", "h:1,h:1"], "--a3-etcd names http://h:1 twice (h:1,h:1)"),
 ])
 def test_the_usage_errors(argv, message):
     with pytest.raises(cli.UsageError) as err:
@@ -139,9 +143,15 @@ def test_the_edges_that_are_accepted(argv, dest, value):
     assert getattr(ours, dest) == value and rest == []
 
 
+def test_split_argv_reads_a_list_of_etcd_members():
+    ours, rest = cli.split_argv(["--a3-etcd", "https://e1:2379,https://e2:2379", "--a3-etcd-ca", "ca"])
+    assert rest == [] and ours.a3_etcd == "https://e1:2379,https://e2:2379"
+    assert ours.a3_etcd_endpoint == (("https", "e1", 2379, "https://e1:2379"), ("https", "e2", 2379, "https://e2:2379"))
+
+
 def test_split_argv_passes_the_prog_and_keeps_unknown_options():
     ours, rest = cli.split_argv(["-h", "--a3-etcd", "https://h:2379", "x"], prog="p.py")
-    assert rest == ["-h", "x"] and ours.a3_etcd_endpoint == ("https", "h", 2379, "https://h:2379")
+    assert rest == ["-h", "x"] and ours.a3_etcd_endpoint == (("https", "h", 2379, "https://h:2379"),)
 
 
 @pytest.mark.parametrize("rest, want", [([], False), (["-h"], True), (["--help"], True), (["--helpme"], False),

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from a3proxy import auth, core, engine
-from a3proxy.etcd import parse_etcd_address
+from a3proxy.etcd import parse_etcd_addresses
 
 from proxy_fakes import FakeServer, fake_upstream, options
 
@@ -211,12 +211,15 @@ def test_the_snapshots_show_the_drain_and_the_load_of_each_role():
 
 def test_hosts_are_the_backends_the_ds_workers_and_etcd():
     proxy, _unused = make(decodes=(("node-d1", 2),), a3_ds_worker=["[fe80::1]:9000", "NODEX:31501"],
-                          a3_etcd_endpoint=parse_etcd_address("https://etcd-1:2379"))
+                          a3_etcd_endpoint=parse_etcd_addresses("https://etcd-1:2379"))
     assert proxy.hosts() == {"10.0.0.1", "node-d1", "fe80::1", "NODEX", "etcd-1"}
     assert proxy.scrub("down: node-d1:2, NODEX:31501 and fe80::1") == (
         "down: [address hidden], [address hidden] and [address hidden]")
     proxy, _unused = make()
     assert proxy.hosts() == {"10.0.0.1", "10.0.0.2"}
+    proxy, _unused = make(a3_etcd_endpoint=parse_etcd_addresses("etcd-1:2379,etcd-2:2379,[fd00::3]:2379"))
+    assert proxy.hosts() == {"10.0.0.1", "10.0.0.2", "etcd-1", "etcd-2", "fd00::3"}
+    assert proxy.scrub("etcd-2:2379 and fd00::3 refused") == "[address hidden] and [address hidden] refused"
 
 
 def test_counts_add_up():
@@ -247,7 +250,7 @@ def test_the_state_before_the_first_etcd_read():
     proxy, _unused = make()
     assert (proxy.etcd, proxy.etcd_ok, proxy.ds_workers) == (None, None, None)
     assert proxy.admission.limit == options().a3_max_inflight and proxy.admission.open == 0
-    endpoint = parse_etcd_address("http://etcd-1:2379")
+    endpoint = parse_etcd_addresses("http://etcd-1:2379")
     proxy, _unused = make(a3_etcd_endpoint=endpoint, a3_max_inflight=3, a3_retry_after=7)
     assert (proxy.etcd, proxy.etcd_ok, proxy.ds_workers) == (endpoint, False, None)
     assert proxy.admission.limit == 3 and proxy.retry_after == [(b"retry-after", b"7")]

@@ -12,7 +12,7 @@ import types
 import httpx
 import pytest
 from a3proxy import auth, core
-from a3proxy.etcd import ds_range_request, parse_etcd_address
+from a3proxy.etcd import ds_range_request, parse_etcd_addresses
 
 from proxy_fakes import FakeServer, fake_upstream, options
 
@@ -130,7 +130,7 @@ def etcd_answer(**workers):
 
 
 def etcd_proxy(**opts):
-    proxy, _unused = make(a3_etcd_endpoint=parse_etcd_address(ETCD), a3_ds_worker=["w1", "w2"], **opts)
+    proxy, _unused = make(a3_etcd_endpoint=parse_etcd_addresses(ETCD), a3_ds_worker=["w1", "w2"], **opts)
     proxy._etcd_client = Client()
     return proxy
 
@@ -180,6 +180,107 @@ def test_a_failed_etcd_read_drops_the_states_and_is_logged_once(answer, text, lo
     assert logs() == [("WARNING", "etcd %s: cannot read the datasystem workers' registrations: %s" % (ETCD, text))]
     asyncio.run(proxy.read_ds_workers())
     assert (proxy.etcd_ok, proxy.ds_workers) == (False, None) and logs() == []
+
+
+# ----------------------------------------------------------------------------- the etcd read, an etcd cluster
+
+MEMBERS = ("http://etcd-1:2379", "http://etcd-2:2379", "http://etcd-3:2379")
+R1, R2, R3 = (m + "/v3/kv/range" for m in MEMBERS)
+
+
+def cluster_proxy(**opts):
+    proxy, _unused = make(a3_etcd_endpoint=parse_etcd_addresses(",".join(MEMBERS)), a3_ds_worker=["w1", "w2"],
+                          **opts)
+    proxy._etcd_client = Client()
+    return proxy
+
+
+def busy(url):
+    return httpx.Response(503, request=httpx.Request("POST", url))
+
+
+def read(proxy, **answers):
+    """One read with these answers ({"R1": ...}); the URLs it posted to."""
+    client = proxy._etcd_client
+    client.answers.update({{"R1": R1, "R2": R2, "R3": R3}[k]: v for k, v in answers.items()})
+    client.calls = []
+    asyncio.run(proxy.read_ds_workers())
+    assert all(c[0] == "POST" and c[2] == {"json": ds_range_request()} for c in client.calls)
+    return [c[1] for c in client.calls]
+
+
+def test_a_cluster_read_takes_the_first_member_that_answers(logs):
+    proxy = cluster_proxy()
+    assert (proxy.etcd_ok, proxy.ds_workers, proxy.etcd_last_good) == (False, None, None)
+    assert read(proxy, R1=etcd_answer(w1="1;ready", w2="1;ready"), R2=503, R3=503) == [R1]
+    assert (proxy.etcd_ok, proxy.ds_workers, proxy.etcd_last_good) == (True, {"w1": 1, "w2": 1}, 0)
+    assert logs() == []
+
+
+def test_a_cluster_read_fails_over_to_the_next_member_and_keeps_to_it(logs):
+    proxy = cluster_proxy()
+    assert read(proxy, R1=etcd_answer(w1="1;ready", w2="1;ready"), R2=etcd_answer(w1="1;ready"),
+                R3=etcd_answer()) == [R1]
+    logs()
+    # etcd-1 refuses: etcd-2 answers within the same read
+    assert read(proxy, R1=httpx.ConnectError("refused")) == [R1, R2]
+    assert (proxy.etcd_ok, proxy.ds_workers, proxy.etcd_last_good) == (True, {"w1": 1, "w2": 0}, 1)
+    assert logs() == [("INFO", "etcd http://etcd-2:2379 answered the read after http://etcd-1:2379 failed: "
+                               "ConnectError: refused"),
+                      ("WARNING", "datasystem workers not registered and ready in etcd: w2")]
+    # the next read asks etcd-2 first, and only it (etcd-1 would answer again, it is not asked)
+    assert read(proxy, R1=etcd_answer(w1="1;ready", w2="1;ready")) == [R2]
+    assert proxy.ds_workers == {"w1": 1, "w2": 0} and logs() == []
+    # etcd-2 goes too: etcd-1 is next in the list's order, before etcd-3
+    assert read(proxy, R2=httpx.ConnectError("gone")) == [R2, R1]
+    assert (proxy.etcd_ok, proxy.ds_workers, proxy.etcd_last_good) == (True, {"w1": 1, "w2": 1}, 0)
+    assert logs() == [("INFO", "etcd http://etcd-1:2379 answered the read after http://etcd-2:2379 failed: "
+                               "ConnectError: gone")]
+    assert read(proxy) == [R1] and logs() == []
+
+
+def test_a_cluster_read_goes_to_the_last_member_when_the_others_fail(logs):
+    proxy = cluster_proxy()
+    assert read(proxy, R1=httpx.ConnectError("refused"), R2=busy(R2),
+                R3=etcd_answer(w1="1;ready", w2="2;ready")) == [R1, R2, R3]
+    assert (proxy.etcd_ok, proxy.ds_workers, proxy.etcd_last_good) == (True, {"w1": 1, "w2": 1}, 2)
+    assert logs() == [("INFO", "etcd http://etcd-3:2379 answered the read after http://etcd-1:2379,"
+                               "http://etcd-2:2379 failed: http://etcd-1:2379: ConnectError: refused; "
+                               "http://etcd-2:2379: backend answered HTTP 503")]
+    assert read(proxy) == [R3]
+
+
+def test_a_cluster_read_no_member_answers_is_one_warning_naming_them_all(logs):
+    proxy = cluster_proxy()
+    read(proxy, R1=503, R2=etcd_answer(w1="1;ready", w2="1;ready"), R3=503)
+    assert (proxy.etcd_ok, proxy.etcd_last_good) == (True, 1)
+    logs()
+    down = {"R1": httpx.ConnectError("refused"), "R2": httpx.ConnectError("gone"), "R3": busy(R3)}
+    assert read(proxy, **down) == [R2, R1, R3]   # the last good one first, then the others in order
+    assert (proxy.etcd_ok, proxy.ds_workers, proxy.etcd_last_good) == (False, None, 1)
+    assert logs() == [("WARNING", "etcd http://etcd-2:2379,http://etcd-1:2379,http://etcd-3:2379: cannot read the "
+                                  "datasystem workers' registrations: http://etcd-2:2379: ConnectError: gone; "
+                                  "http://etcd-1:2379: ConnectError: refused; http://etcd-3:2379: backend answered "
+                                  "HTTP 503")]
+    assert read(proxy) == [R2, R1, R3]   # still down: every member tried again, no second warning
+    assert (proxy.etcd_ok, proxy.ds_workers) == (False, None) and logs() == []
+    # one member back ends the outage; its workers' states come back with it
+    assert read(proxy, R3=etcd_answer(w1="1;ready", w2="1;ready")) == [R2, R1, R3]
+    assert (proxy.etcd_ok, proxy.ds_workers, proxy.etcd_last_good) == (True, {"w1": 1, "w2": 1}, 2)
+    assert [level for level, _unused in logs()] == ["INFO"]
+    assert read(proxy, **down) == [R3, R1, R2]
+    assert proxy.etcd_ok is False and [level for level, _unused in logs()] == ["WARNING"]
+
+
+def test_a_cluster_read_gives_each_member_the_probe_timeout(logs):
+    proxy = cluster_proxy(a3_probe_timeout=0.1)
+    began = time.monotonic()
+    # etcd-1 hangs past its 0.6s, etcd-2 answers after 0.4s: within its own 0.6s, not within what etcd-1 left
+    assert read(proxy, R1=(3.0, 200), R2=(0.4, etcd_answer(w1="1;ready", w2="1;ready"))) == [R1, R2]
+    assert 0.9 <= time.monotonic() - began < 2.0
+    assert (proxy.etcd_ok, proxy.etcd_last_good) == (True, 1)
+    assert logs()[0] == ("INFO", "etcd http://etcd-2:2379 answered the read after http://etcd-1:2379 failed: "
+                                 "TimeoutError: TimeoutError()")
 
 
 # ----------------------------------------------------------------------------- probe rounds
@@ -495,7 +596,7 @@ def test_start_runs_the_upstreams_lifespan_then_probes_and_stop_undoes_it(monkey
 
 def test_start_with_an_https_etcd_makes_its_own_client(monkeypatch, logs):
     proxy, state, made, contexts, lifespan = started(
-        monkeypatch, a3_etcd_endpoint=parse_etcd_address("https://etcd-1:2379"), a3_etcd_ca="ca.pem",
+        monkeypatch, a3_etcd_endpoint=parse_etcd_addresses("https://etcd-1:2379"), a3_etcd_ca="ca.pem",
         a3_etcd_cert="c.pem", a3_etcd_key="k.pem", a3_probe_timeout=1.5)
 
     async def main():
@@ -513,7 +614,7 @@ def test_start_with_an_https_etcd_makes_its_own_client(monkeypatch, logs):
 
 def test_start_with_an_http_etcd_reads_it_with_the_probe_client(monkeypatch):
     proxy, state, made, contexts, lifespan = started(monkeypatch,
-                                                     a3_etcd_endpoint=parse_etcd_address("http://etcd-1:2379"))
+                                                     a3_etcd_endpoint=parse_etcd_addresses("http://etcd-1:2379"))
 
     async def main():
         await proxy.start()
@@ -521,6 +622,20 @@ def test_start_with_an_http_etcd_reads_it_with_the_probe_client(monkeypatch):
 
     asyncio.run(main())
     assert len(made) == 2 and proxy._etcd_client is made[0] and contexts == [] and made[0].closed == 1
+
+
+def test_start_names_every_etcd_member(monkeypatch, logs):
+    proxy, state, made, contexts, lifespan = started(
+        monkeypatch, a3_etcd_endpoint=parse_etcd_addresses("https://e1:2379,https://e2:2379,https://e3:2379"),
+        a3_etcd_ca="ca.pem")
+
+    async def main():
+        await proxy.start()
+        await proxy.stop()
+
+    asyncio.run(main())
+    assert len(made) == 3 and proxy._etcd_client is made[2] and contexts == [("ca.pem", None, None)]
+    assert logs()[0][1].endswith("; etcd https://e1:2379,https://e2:2379,https://e3:2379")
 
 
 def test_a_failed_shutdown_of_the_upstream_is_logged(monkeypatch, logs):

@@ -40,6 +40,77 @@ def test_check_etcd_options():
             e.check_etcd_options(*args)
 
 
+# ----------------------------------------------------------------------------- a list of members (an etcd cluster)
+
+def test_one_address_is_one_endpoint_as_before():
+    endpoints = e.parse_etcd_addresses(" https://etcd-1:2379/ ")
+    assert type(endpoints) is e.EtcdEndpoints and endpoints == (e.parse_etcd_address("https://etcd-1:2379"),)
+    assert (endpoints.scheme, endpoints.hosts, endpoints.base_url) == ("https", ["etcd-1"], "https://etcd-1:2379")
+
+
+@pytest.mark.parametrize("text", [None, "", "nohost", "h:0"])
+def test_one_bad_address_is_refused_as_before(text):
+    with pytest.raises(ValueError) as err:
+        e.parse_etcd_addresses(text)
+    assert str(err.value) == "--a3-etcd must be host:port, http://host:port or https://host:port, got %r" % text
+
+
+def test_a_list_of_addresses():
+    endpoints = e.parse_etcd_addresses("127.30.0.11:2379, http://127.30.0.12:2379/ ,[fd00::1]:2380")
+    assert endpoints == (("http", "127.30.0.11", 2379, "http://127.30.0.11:2379"),
+                         ("http", "127.30.0.12", 2379, "http://127.30.0.12:2379"),
+                         ("http", "fd00::1", 2380, "http://[fd00::1]:2380"))
+    assert endpoints.scheme == "http" and endpoints.hosts == ["127.30.0.11", "127.30.0.12", "fd00::1"]
+    assert endpoints.base_url == "http://127.30.0.11:2379,http://127.30.0.12:2379,http://[fd00::1]:2380"
+    tls = e.parse_etcd_addresses("https://a:1,HTTPS://b:1")
+    assert tls.scheme == "https" and tls.hosts == ["a", "b"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a:1,b", "--a3-etcd must be host:port, http://host:port or https://host:port, got 'b' (in --a3-etcd a:1,b)"),
+    ("a:1,", "--a3-etcd must be host:port, http://host:port or https://host:port, got '' (in --a3-etcd a:1,)"),
+    (",a:1", "--a3-etcd must be host:port, http://host:port or https://host:port, got '' (in --a3-etcd ,a:1)"),
+    ("a:1,b:2,ftp://c:3", "--a3-etcd must be host:port, http://host:port or https://host:port, got 'ftp://c:3' "
+                          "(in --a3-etcd a:1,b:2,ftp://c:3)"),
+    ("a:1,b:2,A:1", "--a3-etcd names http://A:1 twice (a:1,b:2,A:1)"),
+    ("a:1,http://a:1/", "--a3-etcd names http://a:1 twice (a:1,http://a:1/)"),
+    ("a:1,b:2,b:02", "--a3-etcd names http://b:02 twice (a:1,b:2,b:02)"),
+    ("https://a:1,https://b:1,http://c:1", "--a3-etcd mixes http and https (https://a:1 and http://c:1): every member "
+                                           "is read the same way"),
+    ("a:1,https://b:1", "--a3-etcd mixes http and https (http://a:1 and https://b:1): every member is read the "
+                        "same way"),
+])
+def test_a_bad_list_is_refused_naming_the_item(text, message):
+    with pytest.raises(ValueError) as err:
+        e.parse_etcd_addresses(text)
+    assert str(err.value) == message
+
+
+def test_the_same_host_on_other_ports_is_no_duplicate():
+    assert e.parse_etcd_addresses("a:1,a:2").hosts == ["a", "a"]
+
+
+@pytest.mark.parametrize("count, last_good, want", [
+    (1, None, [0]), (1, 0, [0]),
+    (3, None, [0, 1, 2]), (3, 0, [0, 1, 2]), (3, 1, [1, 0, 2]), (3, 2, [2, 0, 1]),
+    (3, 3, [0, 1, 2]), (3, -1, [0, 1, 2]),   # an index that is none of theirs: the list's order
+    (4, 2, [2, 0, 1, 3]),
+])
+def test_try_order_begins_with_the_last_good_endpoint(count, last_good, want):
+    assert e.try_order(["x"] * count, last_good) == want
+
+
+def test_try_order_defaults_to_the_lists_order():
+    assert e.try_order(("a", "b")) == [0, 1]
+
+
+def test_read_failure_text():
+    a, b = e.parse_etcd_addresses("a:1,b:2")
+    assert e.read_failure_text([(a, "ConnectError: refused")]) == "ConnectError: refused"
+    assert e.read_failure_text([(b, "HTTP 503"), (a, "ConnectError: refused")]) == (
+        "http://b:2: HTTP 503; http://a:1: ConnectError: refused")
+
+
 def test_etcd_ssl_context_without_files_checks_the_server():
     context = e.etcd_ssl_context()
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname

@@ -48,12 +48,27 @@ def test_check_etcd_options_refuses(args, message):
 
 @pytest.mark.parametrize("args, want", [
     ((None, None, None, None), None), (("", "", "", ""), None),
-    (("h:1", None, None, None), ("http", "h", 1, "http://h:1")),
-    (("https://h:1", "ca", "c", "k"), ("https", "h", 1, "https://h:1")),
-    (("https://h:1", "ca", None, None), ("https", "h", 1, "https://h:1")),
+    (("h:1", None, None, None), (("http", "h", 1, "http://h:1"),)),
+    (("https://h:1", "ca", "c", "k"), (("https", "h", 1, "https://h:1"),)),
+    (("https://h:1", "ca", None, None), (("https", "h", 1, "https://h:1"),)),
+    (("https://h:1,https://g:1", "ca", "c", "k"), (("https", "h", 1, "https://h:1"), ("https", "g", 1, "https://g:1"))),
 ])
 def test_check_etcd_options_accepts(args, want):
-    assert e.check_etcd_options(*args) == want
+    got = e.check_etcd_options(*args)
+    assert got == want and (got is None or type(got) is e.EtcdEndpoints)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("h:1,g:1", None, "c", "k"), "--a3-etcd-cert, --a3-etcd-key need an https:// etcd address (--a3-etcd h:1,g:1)"),
+    (("https://h:1,https://g:1", None, None, "k"), "--a3-etcd-cert and --a3-etcd-key go together (the client "
+                                                   "certificate and its key)"),
+    (("https://h:1,g:1", "ca", None, None), "--a3-etcd mixes http and https (https://h:1 and http://g:1): every "
+                                            "member is read the same way"),
+])
+def test_check_etcd_options_refuses_a_list(args, message):
+    with pytest.raises(ValueError) as err:
+        e.check_etcd_options(*args)
+    assert str(err.value) == message
 
 
 def test_etcd_ssl_context_of_a_ca_file(tmp_path):

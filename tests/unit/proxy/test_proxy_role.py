@@ -106,7 +106,7 @@ for case in json.loads(sys.argv[3]):
     results.append([templar.template(trust_as_template("{{ %s }}" % name)) for name in ("proxy_argv", "proxy_secrets")])
 print(json.dumps(results))
 '''
-A3 = {"etcd_address": "10.0.0.1:2379", "proxy_ip": "10.0.0.1", "hosts": {"p0": {"ds_worker_addr": "10.0.0.1:18481"}},
+A3 = {"etcd_address": "10.0.0.1:2379", "etcd_endpoints": ["10.0.0.1:2379"], "proxy_ip": "10.0.0.1", "hosts": {"p0": {"ds_worker_addr": "10.0.0.1:18481"}},
       "sides": {"prefill": {"backend_hosts": ["10.0.0.1"], "api_ports": [6700]},
                 "decode": {"backend_hosts": ["10.0.0.2"], "api_ports": [6700]}}}
 

@@ -79,10 +79,11 @@ def build_parser(prog="a3_proxy.py"):
                        help="value of the Retry-After header of every 503 (default 10)")
     group.add_argument("--a3-upstream-script", default=None, metavar="PATH",
                        help="the upstream proxy script (default: %s next to a3_proxy.py)" % UPSTREAM_FILE)
-    group.add_argument("--a3-etcd", default=None, metavar="[https://]HOST:PORT",
+    group.add_argument("--a3-etcd", default=None, metavar="[https://]HOST:PORT[,...]",
                        help="etcd client address: each probe round reads the openYuanrong datasystem workers' "
                             "registrations (/datasystem/cluster/) through etcd's JSON gateway for /metrics; "
-                            "https:// for etcd with TLS")
+                            "https:// for etcd with TLS; an etcd cluster's members comma-separated (all http or "
+                            "all https): each read tries them in turn, the one that answered last first")
     group.add_argument("--a3-etcd-ca", default=None, metavar="PATH",
                        help="CA certificate of etcd's server certificate (https only; default: the system's)")
     group.add_argument("--a3-etcd-cert", default=None, metavar="PATH",

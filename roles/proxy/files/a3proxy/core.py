@@ -33,7 +33,7 @@ from .answers import (DoneTracker, backend_error_answer, classify_answer, client
                       sse_error_tail)
 from .engine import (BackendAnswer, RequestState, Upstream, current_request, exc_text, find_exception, forward_scope,
                      install_hooks, status_error_answer)
-from .etcd import ds_range_request, ds_worker_states, etcd_ssl_context
+from .etcd import ds_range_request, ds_worker_states, etcd_ssl_context, read_failure_text, try_order
 from .health import (BackendHealth, backend_key, culprit, health_decision, public_health, public_unavailable,
                      retried_mid_stream, usable)
 from .limits import Admission
@@ -76,8 +76,9 @@ class ProbingCore(object):
         self._etcd_client = None
         self.retry_after = [(b"retry-after", str(options.a3_retry_after).encode())]
         self.ds_workers = None  # {worker: 1/0} of the last good read of etcd, None before the first one
-        self.etcd = options.a3_etcd_endpoint  # --a3-etcd as cli.split_argv checked it, None without it
+        self.etcd = options.a3_etcd_endpoint  # --a3-etcd's EtcdEndpoints as cli.split_argv checked them, or None
         self.etcd_ok = None if not self.etcd else False
+        self.etcd_last_good = None  # the index in self.etcd of the endpoint that answered the last read
         now = time.time()
         self.started = now
         for role, listed in instances:
@@ -102,7 +103,7 @@ class ProbingCore(object):
         found = set(b.host for b in self.backends.values())
         found.update(w.rsplit(":", 1)[0].strip("[]") for w in (self.opt.a3_ds_worker or []))
         if self.etcd:
-            found.add(self.etcd.host)
+            found.update(self.etcd.hosts)
         return found
 
     def scrub(self, text):
@@ -144,22 +145,36 @@ class ProbingCore(object):
         return False, "HTTP %d" % response.status_code
 
     async def read_ds_workers(self):
-        """One read of the workers' registrations in etcd (only with --a3-etcd). A failed read keeps no stale
-        states: the series disappear and a3_proxy_etcd_read_ok drops to 0 (etcd's own alert says the rest)."""
+        """One read of the workers' registrations in etcd (only with --a3-etcd). The endpoints are tried one after
+        the other, the one that answered last first, each within the probe timeout; the first answer is the
+        read's. A read none answered keeps no stale states: the series disappear and a3_proxy_etcd_read_ok drops
+        to 0 (etcd's own alert says the rest)."""
         if not self.etcd:
             return
-        url = self.etcd.base_url + "/v3/kv/range"
-        try:
-            response = await asyncio.wait_for(self._etcd_client.post(url, json=ds_range_request()),
-                                              self.opt.a3_probe_timeout + 0.5)
-            response.raise_for_status()
-            states = ds_worker_states(response.json(), self.opt.a3_ds_worker)
-        except Exception as exc:  # a read that fails for any reason is reported the same way
+        failures = []
+        for index in try_order(self.etcd, self.etcd_last_good):
+            endpoint = self.etcd[index]
+            try:
+                response = await asyncio.wait_for(
+                    self._etcd_client.post(endpoint.base_url + "/v3/kv/range", json=ds_range_request()),
+                    self.opt.a3_probe_timeout + 0.5)
+                response.raise_for_status()
+                states = ds_worker_states(response.json(), self.opt.a3_ds_worker)
+            except Exception as exc:  # a read that fails for any reason is reported the same way
+                # one endpoint's error names its URL; several are named by read_failure_text
+                failures.append((endpoint, exc_text(exc, where=len(self.etcd) == 1)))
+                continue
+            break
+        else:
             if self.etcd_ok is not False:
-                log.warning("etcd %s: cannot read the datasystem workers' registrations: %s", self.etcd.base_url,
-                            exc_text(exc))
+                log.warning("etcd %s: cannot read the datasystem workers' registrations: %s",
+                            ",".join(e.base_url for e, _unused in failures), read_failure_text(failures))
             self.etcd_ok, self.ds_workers = False, None
             return
+        if failures:
+            log.info("etcd %s answered the read after %s failed: %s", endpoint.base_url,
+                     ",".join(e.base_url for e, _unused in failures), read_failure_text(failures))
+        self.etcd_last_good = index
         missing = sorted(w for w, up in states.items() if not up)
         if missing and missing != sorted(w for w, up in (self.ds_workers or {}).items() if not up):
             log.warning("datasystem workers not registered and ready in etcd: %s", ", ".join(missing))

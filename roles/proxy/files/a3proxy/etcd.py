@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Managed by the ascend.vllm_pd collection (role proxy).
-"""etcd: where the wrapper reads the openYuanrong datasystem workers' registrations, over http or https with a
-client certificate, and what those registrations say."""
+"""etcd: where the wrapper reads the openYuanrong datasystem workers' registrations (one etcd, or the members of an
+etcd cluster: whichever answers), over http or https with a client certificate, and what those registrations
+say."""
 
 import base64
 import collections
@@ -32,8 +33,67 @@ def parse_etcd_address(text):
     return EtcdEndpoint(scheme, host.strip("[]"), int(match.group(2)), "%s://%s:%s" % (scheme, host, match.group(2)))
 
 
+class EtcdEndpoints(tuple):
+    """The EtcdEndpoint of every address of --a3-etcd, in its order (one at least, all of one scheme): the read
+    takes whichever answers."""
+    __slots__ = ()
+
+    @property
+    def scheme(self):
+        return self[0].scheme
+
+    @property
+    def hosts(self):
+        return [endpoint.host for endpoint in self]
+
+    @property
+    def base_url(self):
+        """The base URL of a single endpoint; of several, their base URLs comma-separated (for the logs)."""
+        return ",".join(endpoint.base_url for endpoint in self)
+
+
+def parse_etcd_addresses(text):
+    """The EtcdEndpoints of --a3-etcd: one address as parse_etcd_address reads it, or a comma-separated list of them
+    (the members of an etcd cluster), all of one scheme, none twice. Raises ValueError naming the bad item."""
+    items = (text or "").split(",")
+    if len(items) == 1:
+        return EtcdEndpoints([parse_etcd_address(text)])
+    endpoints = []
+    for item in items:
+        try:
+            endpoint = parse_etcd_address(item)
+        except ValueError as exc:
+            raise ValueError("%s (in --a3-etcd %s)" % (exc, text))
+        for seen in endpoints:
+            if (seen.host.lower(), seen.port) == (endpoint.host.lower(), endpoint.port):
+                raise ValueError("--a3-etcd names %s twice (%s)" % (endpoint.base_url, text))
+            if seen.scheme != endpoint.scheme:
+                raise ValueError("--a3-etcd mixes http and https (%s and %s): every member is read the same way"
+                                 % (seen.base_url, endpoint.base_url))
+        endpoints.append(endpoint)
+    return EtcdEndpoints(endpoints)
+
+
+def try_order(endpoints, last_good=None):
+    """The indexes of endpoints in the order a read tries them: the one that answered last (last_good) first, then
+    the others in their order."""
+    order = list(range(len(endpoints)))
+    if last_good in order:
+        order.remove(last_good)
+        order.insert(0, last_good)
+    return order
+
+
+def read_failure_text(failures):
+    """What the logs say of a read's failed attempts: failures is [(endpoint, what went wrong)] in the order they
+    were tried; one endpoint's is its text alone, several name each."""
+    if len(failures) == 1:
+        return failures[0][1]
+    return "; ".join("%s: %s" % (endpoint.base_url, text) for endpoint, text in failures)
+
+
 def check_etcd_options(address, ca, cert, key):
-    """The EtcdEndpoint of --a3-etcd (None without it) after checking the TLS options fit: the certificate and
+    """The EtcdEndpoints of --a3-etcd (None without it) after checking the TLS options fit: the certificate and
     its key come together, and TLS files need https. Raises ValueError."""
     tls_files = [name for name, value in (("--a3-etcd-ca", ca), ("--a3-etcd-cert", cert), ("--a3-etcd-key", key))
                  if value]
@@ -41,12 +101,12 @@ def check_etcd_options(address, ca, cert, key):
         if tls_files:
             raise ValueError("%s without --a3-etcd" % ", ".join(tls_files))
         return None
-    endpoint = parse_etcd_address(address)
+    endpoints = parse_etcd_addresses(address)
     if bool(cert) != bool(key):
         raise ValueError("--a3-etcd-cert and --a3-etcd-key go together (the client certificate and its key)")
-    if tls_files and endpoint.scheme != "https":
+    if tls_files and endpoints.scheme != "https":
         raise ValueError("%s need an https:// etcd address (--a3-etcd %s)" % (", ".join(tls_files), address))
-    return endpoint
+    return endpoints
 
 
 def etcd_ssl_context(ca=None, cert=None, key=None):

@@ -94,7 +94,7 @@ def test_datasystem_workers_are_listed_for_the_registration_rule():
 @pytest.mark.parametrize("broken, message", [
     (lambda t: t.pop("hosts"), "lacks"),
     (lambda t: t.update(proxy_host="x9"), "proxy host"),
-    (lambda t: t.update(etcd_host="x9"), "etcd host"),
+    (lambda t: t.update(etcd_members=[{"host": "x9", "client_port": 2379}]), "etcd host"),
 ])
 def test_an_unusable_topology_is_an_error_naming_what_lacks(broken, message):
     topo = topology()

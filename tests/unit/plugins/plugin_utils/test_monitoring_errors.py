@@ -11,13 +11,14 @@ from test_monitoring import topology
 
 @pytest.mark.parametrize("broken,port,message", [
     (lambda t: t.pop("hosts"), 8089, "the topology lacks 'hosts': pass the fact a3 of roles/common"),
-    (lambda t: t.pop("etcd_address"), 8089, "the topology lacks 'etcd_address': pass the fact a3 of roles/common"),
+    (lambda t: t.pop("etcd_members"), 8089, "the topology lacks 'etcd_members': pass the fact a3 of roles/common"),
     (lambda t: t["sides"].pop("decode"), 8089, "the topology lacks 'decode': pass the fact a3 of roles/common"),
     (lambda t: t.update(sides=None), 8089,
      "the topology lacks 'NoneType' object is not subscriptable: pass the fact a3 of roles/common"),
-    (lambda t: t.update(etcd_host="x9"), 8089, "the etcd host 'x9' is not a host of the topology"),
-    (lambda t: t.update(etcd_address=None), 8089, "the etcd host 'p0' is not a host of the topology"),
-    (lambda t: t.update(etcd_address=""), 8089, "the etcd host 'p0' is not a host of the topology"),
+    (lambda t: t["etcd_members"].append({"host": "x9", "client_port": 2379}), 8089,
+     "the etcd host 'x9' is not a host of the topology"),
+    (lambda t: t.update(etcd_members=None), 8089, "the topology names no etcd member (etcd_members is None)"),
+    (lambda t: t.update(etcd_members=[]), 8089, "the topology names no etcd member (etcd_members is [])"),
     (lambda t: t.update(proxy_host="x8"), 8089, "the proxy host 'x8' is not a host of the topology"),
     (lambda t: None, "eighty", "proxy_port 'eighty' is not a port number"),
     (lambda t: None, None, "proxy_port None is not a port number"),

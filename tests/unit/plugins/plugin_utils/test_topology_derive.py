@@ -57,6 +57,8 @@ SEED = {
                    6700, [inst(0, 1, 6700, SIXTEEN, [30116, 30131], 1)], "192.0.2.14:18481"),
     },
     "etcd_host": "p0", "etcd_ip": "192.0.2.11", "etcd_address": "192.0.2.11:2379",
+    "etcd_hosts": ["p0"], "etcd_members": [{"host": "p0", "ip": "192.0.2.11", "client_port": 2379, "peer_port": 2380}],
+    "etcd_endpoints": ["192.0.2.11:2379"],
     "proxy_host": "p0", "proxy_ip": "192.0.2.11",
 }
 
@@ -129,6 +131,8 @@ RICH = {
                    6800, [inst(0, 1, 6800, SIXTEEN, [30116, 30131], 50)], "198.51.100.6:18405", etcd=True),
     },
     "etcd_host": "d1", "etcd_ip": "198.51.100.6", "etcd_address": "198.51.100.6:2405",
+    "etcd_hosts": ["d1"], "etcd_endpoints": ["198.51.100.6:2405"],
+    "etcd_members": [{"host": "d1", "ip": "198.51.100.6", "client_port": 2405, "peer_port": 2380}],
     "proxy_host": "p2", "proxy_ip": "198.51.100.3",
 }
 
@@ -166,6 +170,29 @@ def test_a_missing_side_is_a_topology_error(groups, message):
     with pytest.raises(T.TopologyError) as err:
         T.derive(inv)
     assert str(err.value) == message
+
+
+def test_an_etcd_cluster_lists_every_member_in_its_order():
+    inv = inventory()
+    inv["hosts"]["p0"]["a3_etcd_hosts"] = ["d1", "p0", "p1"]
+    inv["hosts"]["d1"]["etcd_peer_port"] = 12380
+    topo = T.derive(inv)
+    assert topo["etcd_hosts"] == ["d1", "p0", "p1"]
+    assert topo["etcd_endpoints"] == ["192.0.2.14:2379", "192.0.2.11:2379", "192.0.2.12:2379"]
+    assert topo["etcd_members"][0] == {"host": "d1", "ip": "192.0.2.14", "client_port": 2379, "peer_port": 12380}
+    # the first member plays the single etcd's part for the values that name one
+    assert (topo["etcd_host"], topo["etcd_ip"], topo["etcd_address"]) == ("d1", "192.0.2.14", "192.0.2.14:2379")
+    assert {h for h, v in topo["hosts"].items() if v["is_etcd_host"]} == {"d1", "p0", "p1"}
+    inv["hosts"]["p0"]["a3_etcd_host"] = "d0"   # validation refuses both; the list wins
+    assert T.derive(inv)["etcd_hosts"] == ["d1", "p0", "p1"]
+
+
+@pytest.mark.parametrize("value", [[], None, "p1"])
+def test_no_etcd_member_list_means_the_one_etcd_host(value):
+    inv = inventory()
+    inv["hosts"]["p0"].update(a3_etcd_hosts=value, a3_etcd_host="d0")
+    topo = T.derive(inv)
+    assert topo["etcd_hosts"] == ["d0"] and topo["etcd_endpoints"] == ["192.0.2.13:2379"]
 
 
 def test_an_etcd_or_proxy_host_outside_the_inventory_has_no_address():

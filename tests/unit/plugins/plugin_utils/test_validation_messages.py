@@ -479,6 +479,28 @@ CASES = [
         "engines' /v1 routes (set vllm_api_key); etcd on zz (set etcd_tls: true). That is the seed's "
         "configuration; README 'Security' says how to turn each protection on",
     ], id='svc_host'),
+    pytest.param(seed(a3_etcd_hosts=["p0", "zz", "d0", "d0"], a3_etcd_host="p1"), [
+        "p0: a3_etcd_hosts is ['p0', 'zz', 'd0', 'd0'] and a3_etcd_host is 'p1': the members are named in one place, "
+        "so set a3_etcd_hosts alone (its first member plays a3_etcd_host's part) and leave a3_etcd_host empty",
+        "p0: a3_etcd_hosts names d0 more than once: an etcd member runs once per host, list each host once",
+        "p0: a3_etcd_hosts names 'zz', which is not a host of the prefill or decode group: set hosts of p0, p1, d0, d1",
+    ], [
+        "listeners that take requests without credentials: the proxy's public port (set proxy_api_keys); the "
+        "engines' /v1 routes (set vllm_api_key); etcd on p0, zz, d0 (set etcd_tls: true). That is the seed's "
+        "configuration; README 'Security' says how to turn each protection on",
+    ], id='etcd_members'),
+    pytest.param(seed(a3_etcd_hosts=["p0", "d1"]), [], [
+        "p0: a3_etcd_hosts has 2 members: etcd needs a majority (2) to serve, so 2 members survive no more losses "
+        "than 1 do and fail more often; list 1 or 3 hosts",
+        "listeners that take requests without credentials: the proxy's public port (set proxy_api_keys); the "
+        "engines' /v1 routes (set vllm_api_key); etcd on p0, d1 (set etcd_tls: true). That is the seed's "
+        "configuration; README 'Security' says how to turn each protection on",
+    ], id='etcd_even'),
+    pytest.param(seed(a3_etcd_hosts=["p0", "p1", "d0"]), [], [
+        "listeners that take requests without credentials: the proxy's public port (set proxy_api_keys); the "
+        "engines' /v1 routes (set vllm_api_key); etcd on p0, p1, d0 (set etcd_tls: true). That is the seed's "
+        "configuration; README 'Security' says how to turn each protection on",
+    ], id='etcd_cluster'),
     pytest.param(_on("p1", a3_nic_name=""), [
         'p1: a3_nic_name is not set: set it to the business NIC name (e.g. enp3s0, bond0)',
     ], [], id='nic_missing'),
