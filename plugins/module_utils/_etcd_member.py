@@ -407,14 +407,14 @@ def apply(decision, peer_urls, timeout, post_fn=post):
     for member in decision["remove"]:
         answer = post_fn(endpoint, REMOVE, {"ID": member["id"]}, timeout)
         if answer["kind"] != HTTP or answer["status"] != 200:
-            return done, "removing %s through %s failed: %s. %s" % (member_text(member), endpoint, describe(answer),
-                                                                  changed_so_far(done, answer))
+            return done, "removing %s through %s failed: %s. %s" % (
+                member_text(member), endpoint, describe(answer), changed_so_far(done, answer))
         done.append("removed %s" % member_text(member))
     if decision["add"]:
         answer = post_fn(endpoint, ADD, {"peerURLs": list(peer_urls)}, timeout)
         if answer["kind"] != HTTP or answer["status"] != 200:
-            return done, "adding %s through %s failed: %s. %s" % (",".join(peer_urls), endpoint, describe(answer),
-                                                                changed_so_far(done, answer))
+            return done, "adding %s through %s failed: %s. %s" % (
+                ",".join(peer_urls), endpoint, describe(answer), changed_so_far(done, answer))
         done.append("added %s" % ",".join(peer_urls))
     return done, None
 

@@ -259,9 +259,10 @@ def main():
     if decision["changed"] and not module.check_mode:
         done, error = apply(decision, p["peer_urls"], p["timeout"], post_fn=post_tls)
         if error:
-            module.fail_json(msg=error, **dict(result, changed=bool(done), actions=done))
-    module.exit_json(msg=decision["msg"], initial_cluster_state=decision["state"], **dict(
-        result, changed=decision["changed"], actions=decision["actions"]))
+            result.update(changed=bool(done), actions=done)
+            module.fail_json(msg=error, **result)
+    result.update(changed=decision["changed"], actions=decision["actions"])
+    module.exit_json(msg=decision["msg"], initial_cluster_state=decision["state"], **result)
 
 
 if __name__ == "__main__":

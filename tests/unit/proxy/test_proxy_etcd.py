@@ -44,7 +44,7 @@ def test_check_etcd_options():
 
 def test_one_address_is_one_endpoint_as_before():
     endpoints = e.parse_etcd_addresses(" https://etcd-1:2379/ ")
-    assert type(endpoints) is e.EtcdEndpoints and endpoints == (e.parse_etcd_address("https://etcd-1:2379"),)
+    assert isinstance(endpoints, e.EtcdEndpoints) and endpoints == (e.parse_etcd_address("https://etcd-1:2379"),)
     assert (endpoints.scheme, endpoints.hosts, endpoints.base_url) == ("https", ["etcd-1"], "https://etcd-1:2379")
 
 

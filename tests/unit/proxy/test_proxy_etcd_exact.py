@@ -55,7 +55,7 @@ def test_check_etcd_options_refuses(args, message):
 ])
 def test_check_etcd_options_accepts(args, want):
     got = e.check_etcd_options(*args)
-    assert got == want and (got is None or type(got) is e.EtcdEndpoints)
+    assert got == want and (got is None or isinstance(got, e.EtcdEndpoints))
 
 
 @pytest.mark.parametrize("args, message", [

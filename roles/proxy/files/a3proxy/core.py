@@ -146,18 +146,21 @@ class ProbingCore(object):
 
     async def read_ds_workers(self):
         """One read of the workers' registrations in etcd (only with --a3-etcd). The endpoints are tried one after
-        the other, the one that answered last first, each within the probe timeout; the first answer is the
-        read's. A read none answered keeps no stale states: the series disappear and a3_proxy_etcd_read_ok drops
+        the other, the one that answered last first, each within its share of the probe timeout; the first answer
+        is the read's. A read none answered keeps no stale states: the series disappear and a3_proxy_etcd_read_ok drops
         to 0 (etcd's own alert says the rest)."""
         if not self.etcd:
             return
         failures = []
+        # the read is one of the probe round's, which waits for it: the members share one probe timeout (a single
+        # etcd gets all of it), so members that hang cannot stretch the round
+        attempt_timeout = (self.opt.a3_probe_timeout + 0.5) / len(self.etcd)
         for index in try_order(self.etcd, self.etcd_last_good):
             endpoint = self.etcd[index]
             try:
                 response = await asyncio.wait_for(
                     self._etcd_client.post(endpoint.base_url + "/v3/kv/range", json=ds_range_request()),
-                    self.opt.a3_probe_timeout + 0.5)
+                    attempt_timeout)
                 response.raise_for_status()
                 states = ds_worker_states(response.json(), self.opt.a3_ds_worker)
             except Exception as exc:  # a read that fails for any reason is reported the same way

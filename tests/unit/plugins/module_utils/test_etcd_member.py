@@ -50,8 +50,9 @@ def fault(endpoint, detail):
 PEER1, PEER2 = "http://127.30.0.11:2380", "http://127.30.0.13:2380"
 
 
-def decide(answers, has_data=False, endpoints=(EP1, EP2), peers=MY_PEERS, check_mode=False, **more):
-    return E.plan(has_data, list(endpoints), answers, ME, peers, check_mode=check_mode, **more)
+def decide(answers, has_data=False, endpoints=(EP1, EP2), peers=None, check_mode=False, **more):
+    return E.plan(has_data, list(endpoints), answers, ME, MY_PEERS if peers is None else peers, check_mode=check_mode,
+                  **more)
 
 
 def http_answer(status, body):
@@ -799,10 +800,10 @@ def free_port():
 def test_post_an_answer(base):
     Gateway.seen.clear()
     Gateway.hosts.clear()
-    assert E.post(base, E.LIST, {"linearizable": True}, 5) == {"kind": E.HTTP, "status": 200,
-                                                              "body": '{"members": []}', "error": ""}
-    assert E.post(base + "/prefix/", E.ADD, {"peerURLs": ["u"]}, 5) == {"kind": E.HTTP, "status": 503,
-                                                                      "body": '{"error": "x"}', "error": ""}
+    assert E.post(base, E.LIST, {"linearizable": True}, 5) == {
+        "kind": E.HTTP, "status": 200, "body": '{"members": []}', "error": ""}
+    assert E.post(base + "/prefix/", E.ADD, {"peerURLs": ["u"]}, 5) == {
+        "kind": E.HTTP, "status": 503, "body": '{"error": "x"}', "error": ""}
     assert Gateway.seen == [(E.LIST, "application/json", {"linearizable": True}),
                             ("/prefix" + E.ADD, "application/json", {"peerURLs": ["u"]})]
     assert Gateway.hosts == [base[len("http://"):]] * 2
