@@ -17,6 +17,7 @@ WORKER_FLAGS = {"worker_address": "yuanrong_worker_port", "etcd_address": "yuanr
                 "arena_per_tenant": "yuanrong_arena_per_tenant", "enable_huge_tlb": "yuanrong_enable_huge_tlb",
                 "liveness_check_path": "yuanrong_liveness_path", "enable_etcd_auth": "etcd_tls",
                 "etcd_ca": "etcd_tls", "etcd_cert": "etcd_tls", "etcd_key": "etcd_tls",
+                "etcd_target_name_override": "etcd_tls_cluster_name",
                 "enable_curve_zmq": "yuanrong_curve_zmq", "curve_key_dir": "yuanrong_curve_zmq"}
 WHEELS = (("url", "yuanrong_wheel_url", "https://.../openyuanrong_datasystem-0.7.6rc1-cp311-cp311-manylinux_2_35_"
            "aarch64.whl"),

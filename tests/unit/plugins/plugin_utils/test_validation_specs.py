@@ -23,7 +23,8 @@ _TOKEN = re.compile(r"(?<![\w.$<>/-])(%s_[a-z0-9_%%]*[a-z0-9])(?![\w.<>/-])" % _
 _WHOLE = re.compile(r"^%s_[a-z0-9_%%]*[a-z0-9]$" % _PREFIX)
 # Words of that form in the validation's messages that are not options: a mount's parts, this package's module
 # names, a key of the derived topology, the datasystem worker's own flags.
-NOT_OPTIONS = {"container_path", "vllm_layout", "vllm_start_port", "etcd_address", "etcd_ca", "etcd_cert", "etcd_key"}
+NOT_OPTIONS = {"container_path", "vllm_layout", "vllm_start_port", "etcd_address", "etcd_ca", "etcd_cert", "etcd_key",
+               "etcd_target_name_override"}
 
 
 def _expand(name):
