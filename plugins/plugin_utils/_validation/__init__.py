@@ -118,7 +118,7 @@ def _run(ctx):
 
 def _service_host_rules(ctx):
     _unused, proxy_host = ctx.service_hosts()
-    for etcd_host in dict.fromkeys(ctx.etcd_hosts()):
+    for etcd_host in ctx.etcd_hosts():
         if etcd_host in ctx.hosts:
             for rule in ETCD_RULES:
                 rule(ctx.host(etcd_host), ctx)

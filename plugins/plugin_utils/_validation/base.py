@@ -171,21 +171,24 @@ class Context:
     def host(self, name) -> Host:
         return Host(name, self.hosts.get(name) or {}, self.errors, self.warnings, self.specs)
 
-    def service_hosts(self):
-        """(etcd host, proxy host) as the topology names them (the first prefill host's a3_etcd_host and
-        a3_proxy_host, else that host), or (None, None) without a usable first prefill host."""
+    def anchor(self):
+        """(the first prefill host, its values): the values the topology takes the etcd members and the proxy host
+        from; (None, None) without a usable first prefill host."""
         first = (self.groups.get("prefill") or [None])[0]
-        if first not in self.hosts:
+        return (first, self.hosts[first]) if first in self.hosts else (None, None)
+
+    def service_hosts(self):
+        """(first etcd member, proxy host) as the topology names them (the first prefill host's a3_etcd_hosts or
+        a3_etcd_host, and its a3_proxy_host, else that host), or (None, None) without a usable first prefill host."""
+        first, values = self.anchor()
+        if values is None:
             return None, None
-        anchor = self.hosts[first]
-        return tuple(anchor.get(key) or first for key in ("a3_etcd_host", "a3_proxy_host"))
+        return etcd_members_of(values, first)[0], values.get("a3_proxy_host") or first
 
     def etcd_hosts(self) -> list:
-        """The etcd members' hosts as the topology names them ([] without a usable first prefill host)."""
-        first = (self.groups.get("prefill") or [None])[0]
-        if first not in self.hosts:
-            return []
-        return list(dict.fromkeys(etcd_members_of(self.hosts[first], first)))
+        """The etcd members' hosts as the topology names them, each once ([] without a usable first prefill host)."""
+        first, values = self.anchor()
+        return [] if values is None else list(dict.fromkeys(etcd_members_of(values, first)))
 
 
 @reads()

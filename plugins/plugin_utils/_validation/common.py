@@ -153,9 +153,8 @@ def check_service_hosts_named(ctx):
 def check_etcd_members(ctx):
     """a3_etcd_hosts (the first prefill host's value, as the topology reads it): hosts of the inventory, each once,
     not beside a3_etcd_host; an even count is warned about. (Each member's own ports: ports.check_overlaps.)"""
-    first = (ctx.groups.get("prefill") or [None])[0]
-    anchor = ctx.hosts.get(first) or {}
-    listed = anchor.get("a3_etcd_hosts")
+    first, anchor = ctx.anchor()
+    listed = (anchor or {}).get("a3_etcd_hosts")
     if not isinstance(listed, (list, tuple)) or not listed:
         return
     label = "%s: a3_etcd_hosts" % first
