@@ -81,6 +81,9 @@ A3SIM_ENGINE_PYTHON=$PWD/.cache/engine-venv/bin/python A3SIM_DSCLI=$PWD/.cache/e
 VLLM_ASCEND_SRC=$PWD/.cache/vllm-ascend-src \
   .cache/engine-venv/bin/python -m pytest -q -p no:cacheprovider tests/sim/test_engine.py tests/sim/test_honest_proxy.py \
   tests/sim/test_cluster.py
+# The proxy role's keepalived configuration run by the real keepalived in two network namespaces of its own
+# (proxy_vip; keepalived comes with the deps above).
+pytest -q -p no:cacheprovider tests/sim/test_keepalived_vip.py
 
 step "molecule: the four-node simulated cluster (converge, idempotence, check mode, verify) and its faults"
 # default leaves its cluster up for selfheal (faults under load, no repair), which leaves it up for rolling

@@ -223,6 +223,10 @@ def main() -> int:
         if args.sample and args.sample < len(names):
             names = sorted(random.Random(args.seed).sample(names, args.sample))
         print("mutation: %d of %d mutants" % (len(names), len(every)), flush=True)
+        if not names:   # mutmut run without names would run every mutant
+            print("mutation: no mutant of a module whose path has %s (paths look like plugin_utils/_topology)"
+                  % " or ".join(args.module), file=sys.stderr)
+            return 2
     run = mutmut(["run"] + names, capture=True)
     if run.returncode != 0:
         print(run.stdout[-4000:], run.stderr[-4000:], sep="\n", file=sys.stderr)

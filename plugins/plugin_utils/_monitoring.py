@@ -15,9 +15,10 @@ What is scraped, and on which path (all plain HTTP, path /metrics):
   vllm   every engine rank: the API server of dp rank r listens on vllm_api_port + local rank and serves
          vLLM's PrometheusStatLogger (vllm:* names) on the same port
   etcd   the etcd host's client port (etcd serves /metrics on its client URLs)
-  proxy  the proxy's admin listener (a3_proxy.py serves a3_proxy_* names there, not on the public proxy_port):
+  proxy  every proxy's admin listener (a3_proxy.py serves a3_proxy_* names there, not on the public proxy_port):
          proxy_admin_bind_host:proxy_admin_port, the proxy host's business IP when it binds every address; on
-         the default loopback only a Prometheus on the proxy host reaches it
+         the default loopback only a Prometheus on the proxy host reaches it (a3_proxy_hosts: one target per
+         proxy, each from its own host's values)
 The openYuanrong datasystem workers are not scraped: their observability data goes to log files only
 (gflags log_monitor / log_monitor_exporter; the datasystem documents "harddisk" as the only exporter, it
 writes resource.log under log_dir) and a worker serves no HTTP metrics endpoint. Whether a worker is
@@ -25,6 +26,8 @@ registered in etcd is not exported as a metric yet (see A3DatasystemWorkerNotReg
 monitoring's rules).
 """
 from __future__ import annotations
+
+from urllib.parse import urlsplit
 
 from ._topology import SIDES
 
@@ -78,7 +81,8 @@ def file_sd(topo: dict, proxy_port: int, cluster: str = "", proxy_address: str =
                         "labels": _labels(topo, host, "vllm", inst["api_port"], cluster,
                                           dict(extra, dp_rank=str(inst["dp_rank"]))),
                     })
-        proxy_host = topo["proxy_host"]
+        proxy_hosts = topo.get("proxy_hosts") or [topo["proxy_host"]]
+        admin_urls = {p["host"]: p["admin_url"] for p in topo.get("proxies") or []}
         members = topo["etcd_members"]
     except (KeyError, TypeError) as exc:
         raise MonitoringError("the topology lacks %s: pass the fact a3 of roles/common" % exc)
@@ -87,19 +91,27 @@ def file_sd(topo: dict, proxy_port: int, cluster: str = "", proxy_address: str =
     for member in members:
         if member["host"] not in hosts:
             raise MonitoringError("the etcd host %r is not a host of the topology" % (member["host"],))
-    if proxy_host not in hosts:
-        raise MonitoringError("the proxy host %r is not a host of the topology" % (proxy_host,))
+    for proxy_host in proxy_hosts:
+        if proxy_host not in hosts:
+            raise MonitoringError("the proxy host %r is not a host of the topology" % (proxy_host,))
     try:
         proxy_port = int(proxy_port)
     except (TypeError, ValueError):
         raise MonitoringError("proxy_port %r is not a port number" % (proxy_port,))
+
+    def proxy_target(host):
+        # the proxy's admin listener as the topology places it (its own host's values), else from the arguments
+        if host in admin_urls:
+            return urlsplit(admin_urls[host]).netloc
+        return _hostport(hosts[host]["business_ip"] if str(proxy_address or "") in WILDCARD else proxy_address,
+                         proxy_port)
     return {
         "vllm": engines,
         "etcd": [{"targets": [_hostport(hosts[m["host"]]["business_ip"], m["client_port"])],
                   "labels": _labels(topo, m["host"], "etcd", m["client_port"], cluster)} for m in members],
-        "proxy": [{"targets": [_hostport(hosts[proxy_host]["business_ip"] if str(proxy_address or "") in WILDCARD
-                                         else proxy_address, proxy_port)],
-                   "labels": _labels(topo, proxy_host, "proxy", proxy_port, cluster)}],
+        "proxy": [{"targets": [proxy_target(h)],
+                   "labels": _labels(topo, h, "proxy", int(proxy_target(h).rsplit(":", 1)[1]), cluster)}
+                  for h in proxy_hosts],
     }
 
 

@@ -26,6 +26,7 @@ from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import S
 # only these. Every one is an option of roles/common's spec (tests/unit/plugins/plugin_utils checks it).
 TOPOLOGY_KEYS = (
     "a3_business_ip", "a3_nic_name", "a3_npus_per_node", "a3_etcd_host", "a3_etcd_hosts", "a3_proxy_host",
+    "a3_proxy_hosts", "a3_ha", "proxy_admin_bind_host",
     "vllm_dp_size_local", "vllm_prefill_dp_size_local", "vllm_decode_dp_size_local", "vllm_api_port", "vllm_dp_rpc_port",
     "vllm_prefill_tp_size", "vllm_decode_tp_size",
     "vllm_prefill_kv_port", "vllm_decode_kv_port",
@@ -221,8 +222,9 @@ def derive(inv: dict) -> dict:
             raise TopologyError("group %r is missing or empty" % side)
     first_prefill = groups["prefill"][0]
     anchor = hosts[first_prefill]
-    etcd_hosts = etcd_members_of(anchor, first_prefill)
-    proxy_host = anchor.get("a3_proxy_host") or first_prefill
+    ordered = list(groups["prefill"]) + list(groups["decode"])
+    etcd_hosts = etcd_members_of(anchor, first_prefill, ordered)
+    proxy_hosts = proxy_hosts_of(anchor, first_prefill, ordered)
     sides = {side: _side(hosts, list(groups[side]), side) for side in SIDES}
     # The Mooncake prefill/decode blocks: the dp/tp of one DP group of each side, the same in every instance's
     # kv-transfer config. vllm-ascend 0.18.0's MooncakeConnector (kv_p2p/mooncake_connector.py) only asserts and
@@ -238,18 +240,59 @@ def derive(inv: dict) -> dict:
         for group in sides[side]["groups"]:
             for index_in_group, host in enumerate(group["hosts"]):
                 entry = _host(hosts[host], side, group, groups[side].index(host), index_in_group)
-                entry.update(is_etcd_host=host in etcd_hosts, is_proxy_host=host == proxy_host)
+                entry.update(is_etcd_host=host in etcd_hosts, is_proxy_host=host in proxy_hosts)
                 per_host[host] = entry
-    return _result(inv, sides, mooncake, per_host, etcd_hosts, proxy_host)
+    return _result(inv, sides, mooncake, per_host, etcd_hosts, proxy_hosts)
 
 
-def etcd_members_of(anchor: dict, first_prefill: str) -> list:
+# a3_ha (no single point of failure) without a3_etcd_hosts / a3_proxy_hosts: this many of the inventory's hosts
+# (prefill hosts first, in inventory order) run etcd / a proxy.
+HA_ETCD_MEMBERS, HA_PROXIES = 3, 2
+
+
+def _true(value) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1")
+
+
+def _ha_hosts(anchor: dict, ordered, single_key: str, count: int) -> list:
+    """The first count hosts of ordered under a3_ha (and no single host named), else []."""
+    if _true(anchor.get("a3_ha")) and not anchor.get(single_key) and len(ordered) >= count:
+        return [str(h) for h in list(ordered)[:count]]
+    return []
+
+
+def etcd_members_of(anchor: dict, first_prefill: str, ordered=()) -> list:
     """The etcd members' hosts, from the first prefill host's values: a3_etcd_hosts (a cluster, in that order),
-    else a3_etcd_host, else the first prefill host (the seed's single member)."""
+    else under a3_ha the first three hosts of ordered (the inventory's prefill hosts, then its decode hosts), else
+    a3_etcd_host, else the first prefill host (the seed's single member)."""
     listed = anchor.get("a3_etcd_hosts") or []
     if isinstance(listed, (list, tuple)) and listed:   # another type: the option's spec reports it
         return [str(h) for h in listed]
-    return [anchor.get("a3_etcd_host") or first_prefill]
+    return _ha_hosts(anchor, ordered, "a3_etcd_host", HA_ETCD_MEMBERS) or [anchor.get("a3_etcd_host") or first_prefill]
+
+
+def proxy_hosts_of(anchor: dict, first_prefill: str, ordered=()) -> list:
+    """The proxy hosts, from the first prefill host's values: a3_proxy_hosts (one proxy on each, in that order),
+    else under a3_ha the first two hosts of ordered, else a3_proxy_host, else the first prefill host (the seed's
+    single proxy)."""
+    listed = anchor.get("a3_proxy_hosts") or []
+    if isinstance(listed, (list, tuple)) and listed:   # another type: the option's spec reports it
+        return list(dict.fromkeys(str(h) for h in listed))
+    return _ha_hosts(anchor, ordered, "a3_proxy_host", HA_PROXIES) or [anchor.get("a3_proxy_host") or first_prefill]
+
+
+# Addresses that mean "every address of the host" as a listen address.
+WILDCARD = ("", "0.0.0.0", "::")
+
+
+def _proxy(hosts: dict, host: str) -> dict:
+    """One proxy as its own host's values place it: its public URL and its admin listener's URL as that host
+    reaches it (the admin bind address, or the host's business IP when it binds every address)."""
+    values = hosts[host]
+    ip = values["a3_business_ip"]
+    admin = str(values.get("proxy_admin_bind_host") or "")
+    return {"host": host, "ip": ip, "url": "http://%s:%s" % (ip, int(values["proxy_port"])),
+            "admin_url": "http://%s:%s" % (ip if admin in WILDCARD else admin, int(values["proxy_admin_port"]))}
 
 
 def _etcd_member(hosts: dict, host: str) -> dict:
@@ -258,10 +301,12 @@ def _etcd_member(hosts: dict, host: str) -> dict:
             "peer_port": int(values["etcd_peer_port"])}
 
 
-def _result(inv: dict, sides: dict, mooncake: dict, per_host: dict, etcd_hosts: list, proxy_host: str) -> dict:
+def _result(inv: dict, sides: dict, mooncake: dict, per_host: dict, etcd_hosts: list, proxy_hosts: list) -> dict:
     groups, hosts = inv["groups"], inv["hosts"]
     per_host = {h: per_host[h] for s in SIDES for h in groups[s]}
     members = [_etcd_member(hosts, h) for h in etcd_hosts if h in hosts]
+    proxies = [_proxy(hosts, h) for h in proxy_hosts if h in hosts]
+    proxy_host = proxy_hosts[0]
     endpoints = ["%s:%s" % (m["ip"], m["client_port"]) for m in members]
     first = members[0] if members else None
     return {
@@ -276,8 +321,12 @@ def _result(inv: dict, sides: dict, mooncake: dict, per_host: dict, etcd_hosts: 
         "etcd_hosts": list(etcd_hosts),
         "etcd_members": members,
         "etcd_endpoints": endpoints,
+        # proxy_host/proxy_ip: the first proxy (one proxy: the seed's); proxies: every proxy's host, IP, public URL
+        # and admin URL (a3_proxy_hosts: one proxy on each host, each serving the whole cluster)
         "proxy_host": proxy_host,
         "proxy_ip": hosts[proxy_host]["a3_business_ip"] if proxy_host in hosts else None,
+        "proxy_hosts": list(proxy_hosts),
+        "proxies": proxies,
     }
 
 

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # `cluster.sh deps`: host packages, the docker engine and the local registry.
 
-HOST_PACKAGES=(docker.io debootstrap docker-registry etcd-server etcd-client prometheus iproute2 iptables curl ca-certificates)
+HOST_PACKAGES=(docker.io debootstrap docker-registry etcd-server etcd-client prometheus iproute2 iptables curl ca-certificates keepalived)
 DOCKERD_PIDFILE=$CACHE_DIR/dockerd.pid
 DOCKERD_LOG=${A3SIM_DOCKERD_LOG:-/var/log/dockerd.log}
 REGISTRY_DIR=$CACHE_DIR/registry

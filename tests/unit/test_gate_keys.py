@@ -38,12 +38,13 @@ def test_every_v1_request_carries_its_key_and_hides_it():
             # /health and /metrics need no key (vLLM guards /v1 only): such a task must not carry one either
             assert "headers" not in args or "api" not in str(args["headers"]), (name, task["name"])
             continue
-        kind, header_var, key_var = (("proxy", "gate_proxy_headers", "proxy_api_keys") if "gate_proxy_url" in url
+        kind, header_var, key_var = (("proxy", "gate_proxy_headers", "proxy_api_keys")
+                                     if "gate_proxy_url" in url or "gate_vip_url" in url
                                      else ("engine", "vllm_api_headers", "vllm_api_key"))
         seen[kind] += 1
         assert header_var in str(args.get("headers", "")), (name, task["name"], "no %s" % header_var)
         assert task.get("no_log") == "{{ %s | length > 0 }}" % key_var, (name, task["name"], task.get("no_log"))
-    assert seen == {"proxy": 2, "engine": 1}, seen
+    assert seen == {"proxy": 3, "engine": 1}, seen   # the proxy's: its own address twice, proxy_vip once
 
 
 @pytest.mark.parametrize("keys, expected", [

@@ -1,13 +1,15 @@
 # -*- coding: utf-8 -*-
 """The worker restart's read of etcd's revision (roles/yuanrong/handlers/main.yml, yuanrong_revision_script) run as
-the handler runs it: python -c URL BODY, plus CA, client certificate and key under etcd_tls. Against a local HTTP
-server, and an HTTPS one that wants a client certificate signed by its CA (etcd --client-cert-auth)."""
+the handler runs it: python -c URLS BODY, plus CA, client certificate and key under etcd_tls (URLS: every etcd
+member's base URL, comma-separated, tried in order). Against a local HTTP server, and an HTTPS one that wants a
+client certificate signed by its CA (etcd --client-cert-auth)."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
 import json
+import socket
 import ssl
 import subprocess
 import sys
@@ -106,10 +108,32 @@ def _read(url, *tls):
 def test_plain_http_as_without_etcd_tls():
     server = _serve()
     try:
-        done = _read("http://127.0.0.1:%d/v3/kv/range" % server.server_address[1])
+        done = _read("http://127.0.0.1:%d" % server.server_address[1])
     finally:
         server.shutdown()
     assert (done.returncode, done.stdout.strip()) == (0, "4242"), done.stderr
+
+
+def _closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_member_that_does_not_answer_is_passed_over():
+    server = _serve()
+    try:
+        done = _read("http://127.0.0.1:%d,http://127.0.0.1:%d" % (_closed_port(), server.server_address[1]))
+    finally:
+        server.shutdown()
+    assert (done.returncode, done.stdout.strip()) == (0, "4242"), done.stderr
+
+
+def test_no_member_answers_names_the_last_one_tried():
+    first, last = _closed_port(), _closed_port()
+    done = _read("http://127.0.0.1:%d,http://127.0.0.1:%d" % (first, last))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("http://127.0.0.1:%d: " % last) and "refused" in done.stderr
 
 
 @pytest.fixture
@@ -119,7 +143,7 @@ def https_etcd(pki):
     context.load_verify_locations(pki["ca"])
     context.verify_mode = ssl.CERT_REQUIRED  # etcd --client-cert-auth
     server = _serve(context)
-    yield "https://127.0.0.1:%d/v3/kv/range" % server.server_address[1]
+    yield "https://127.0.0.1:%d" % server.server_address[1]
     server.shutdown()
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,13 +18,13 @@ sys.path.insert(0, str(ROOT / "molecule" / "shared"))
 import faultsuite  # noqa: E402
 import loadgen  # noqa: E402
 from hostile_suite import bearer, load_vars, request  # noqa: E402
+import scenario  # noqa: E402  (this directory's: the scenario's vars files)
 
 VAULT_PASSWORD_FILE = ROOT / "molecule/rolling/vault-pass.txt"
 SECRETS = load_vars(ROOT / "molecule/rolling/vars/hardened.yml", VAULT_PASSWORD_FILE)
 MEMBERS = load_vars(ROOT / "molecule/rolling/vars/etcd.yml")["a3_etcd_hosts"]
 IPS = {"p0": "127.30.0.11", "p1": "127.30.0.12", "d0": "127.30.0.13", "d1": "127.30.0.14"}
 ENDPOINTS = ",".join("https://%s:2379" % IPS[m] for m in MEMBERS)
-VARS_FILES = ("layout.yml", "hardened.yml", "router.yml", "etcd.yml")   # molecule.yml's CONVERGE_ARGS
 ADMIN = "http://127.0.0.1:8089"   # the proxy's admin listener (loopback of the proxy host, p0)
 # etcdctl on a member, with that member's server certificate (it allows clientAuth, as the role's gate uses it)
 ETCDCTL = ("/usr/local/bin/etcdctl --endpoints %s --cacert /etc/ascend-etcd/pki/ca.crt "
@@ -53,12 +52,7 @@ def proxy_metrics():
 
 def playbook(*args, timeout=900):
     """site.yml with the scenario's vars files, as an operator runs it (the checkout's ansible.cfg)."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_VAULT_PASSWORD_FILE=str(VAULT_PASSWORD_FILE))
-    extra = [a for name in VARS_FILES for a in ("-e", "@molecule/rolling/vars/" + name)]
-    return subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sim", *extra, *args], cwd=ROOT,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
-                          check=False, stdin=subprocess.DEVNULL, env=env)
+    return scenario.playbook("site.yml", *args, timeout=timeout)
 
 
 def test_every_member_runs_and_every_client_is_given_every_member():

@@ -2,8 +2,9 @@
 """Rolling restart of the GLM-5 layout in independent DP groups (playbooks/rolling_restart.yml).
 
 The converged cluster runs layout.yml: two prefill groups (one node each, two instances per node) and two
-decode groups (one node each, four instances per node). While three clients send chat completions through
-the proxy, the roll drains, restarts, checks and puts back each group in turn. Every request must get a
+decode groups (one node each, four instances per node), and two proxies (proxies.yml). While three clients send
+chat completions through p0's proxy and two through p1's, the roll drains, restarts, checks and puts back each group
+in turn, in both proxies. Every request must get a
 real answer (no error of any kind, no empty 200), and every engine process must be a new one afterwards.
 A roll over a side with a single DP group is refused before anything is touched. Then an image upgrade
 takes the same path under load (to an image made from a patched container, so every patch of the new
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,12 +27,13 @@ import loadgen  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "molecule" / "shared"))
 from hostile_suite import load_vars  # noqa: E402
+import scenario  # noqa: E402  (this directory's: the scenario's vars files)
 
-LAYOUT = "molecule/rolling/vars/layout.yml"
 HARDENED = "molecule/rolling/vars/hardened.yml"   # every protection on; its keys in Ansible Vault
-ROUTER = "molecule/rolling/vars/router.yml"       # proxy_engine vllm-router
-ETCD = "molecule/rolling/vars/etcd.yml"           # etcd as a 3-member cluster
-VAULT_PASSWORD_FILE = ROOT / "molecule/rolling/vault-pass.txt"
+VAULT_PASSWORD_FILE = scenario.VAULT_PASSWORD_FILE
+# p0's proxy and p1's (vars/proxies.yml)
+PROXIES = {h: "http://%s:8088" % faultsuite.NODE_IPS[h]
+           for h in load_vars(ROOT / "molecule/rolling/vars/proxies.yml")["a3_proxy_hosts"]}
 # faultsuite reads etcd (TLS with client certificates here) with the controller's copy of the etcd PKI
 os.environ["A3SIM_ETCD_PKI"] = str(Path.home() / ".ascend-vllm-pd" / "127.30.0.11" / "etcd-pki")
 # The clients carry the first client key, as the README's chat does with keys on.
@@ -45,28 +46,24 @@ ROWS = {}
 
 
 def playbook(*args, timeout=1800, name="rolling_restart.yml"):
-    """ansible-playbook NAME with the layout and the checkout's ansible.cfg, as an operator runs it (molecule points
-    ANSIBLE_CONFIG at its own, whose callback prints results as JSON); .stdout holds stdout and stderr (a failed
-    task's message goes to stderr when display_failed_stderr is set)."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_VAULT_PASSWORD_FILE=str(VAULT_PASSWORD_FILE))
-    return subprocess.run(["ansible-playbook", "playbooks/" + name, "-i", "inventories/sim", "-e", "@" + LAYOUT,
-                           "-e", "@" + HARDENED, "-e", "@" + ROUTER, "-e", "@" + ETCD, *args],
-                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
-                          check=False, stdin=subprocess.DEVNULL, env=env)
+    """playbooks/NAME with the scenario's vars files, as an operator runs it."""
+    return scenario.playbook("playbooks/" + name, *args, timeout=timeout)
 
 
 def roll_under_load(*args):
-    """Run the roll while three clients send chat completions through the proxy: (run, seconds, outcomes)."""
-    load = loadgen.Load(faultsuite.PROXY, faultsuite.MODEL, clients=3, timeout=60, max_duration=1500, interval=0.2,
-                        api_key=API_KEY)
-    load.start()
-    assert load.wait_good(3, timeout=60), "no good answers through the proxy before the roll"
+    """Run the roll while three clients send chat completions through the first proxy and two through each other
+    one: (run, seconds, outcomes of all)."""
+    loads = [loadgen.Load(url, faultsuite.MODEL, clients=3 if n == 0 else 2, timeout=60, max_duration=1500,
+                          interval=0.2, api_key=API_KEY) for n, url in enumerate(PROXIES.values())]
+    for load in loads:
+        load.start()
+    for load in loads:
+        assert load.wait_good(2, timeout=60), "no good answers through %s before the roll" % load.base_url
     t0 = time.monotonic()
     run = playbook(*args)
     roll_s = time.monotonic() - t0
     time.sleep(3)  # requests after the roll count too
-    return run, roll_s, load.stop()
+    return run, roll_s, [o for load in loads for o in load.stop()]
 
 
 def record(name, run, roll_s, outcomes):

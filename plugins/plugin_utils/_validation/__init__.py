@@ -38,10 +38,11 @@ HOST_RULES = (common.check_listen_addresses, hugepages.check_pages, container.ch
               gate.check_expect_pattern, proxy.check_unset_env, yuanrong.check_curve)
 # Across the hosts: values one deployment shares.
 ACROSS_RULES = (placement.check_same_everywhere, placement.check_same_hash_seed, common.check_service_hosts_named,
-                common.check_etcd_members)
-# Every etcd member, then the proxy host: rule(host, context).
+                common.check_etcd_members, common.check_proxy_hosts, common.check_ha)
+# Every etcd member, then every proxy host: rule(host, context).
 ETCD_RULES = (etcd.check_release, etcd.check_download, etcd.check_tls_days)
 PROXY_RULES = (proxy.check_extra_args, proxy.check_engine, proxy.check_relay_capacity, monitoring.check_web_users,
+               monitoring.check_proxy_scrape, proxy.check_vip,
                security.check_admin_listener, security.check_api_keys, security.check_secrets)
 # The layout of each side (the derivation needs them right).
 LAYOUT_RULES = (vllm_layout.check_side_values, vllm_layout.check_groups_divide, vllm_layout.check_group_rpc_port)
@@ -117,12 +118,13 @@ def _run(ctx):
 
 
 def _service_host_rules(ctx):
-    _unused, proxy_host = ctx.service_hosts()
     for etcd_host in ctx.etcd_hosts():
         if etcd_host in ctx.hosts:
             for rule in ETCD_RULES:
                 rule(ctx.host(etcd_host), ctx)
-    if proxy_host in ctx.hosts:
+    proxy_hosts = [h for h in ctx.proxy_hosts() if h in ctx.hosts]
+    for proxy_host in proxy_hosts:
         for rule in PROXY_RULES:
             rule(ctx.host(proxy_host), ctx)
+    if proxy_hosts:
         security.report_open_listeners(ctx)

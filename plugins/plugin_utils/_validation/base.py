@@ -17,7 +17,7 @@ import re
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils import _specs
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import SIDES
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import etcd_members_of
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import etcd_members_of, proxy_hosts_of
 
 try:
     from packaging.version import InvalidVersion, Version
@@ -178,17 +178,23 @@ class Context:
         return (first, self.hosts[first]) if first in self.hosts else (None, None)
 
     def service_hosts(self):
-        """(first etcd member, proxy host) as the topology names them (the first prefill host's a3_etcd_hosts or
-        a3_etcd_host, and its a3_proxy_host, else that host), or (None, None) without a usable first prefill host."""
+        """(first etcd member, first proxy host) as the topology names them (the first prefill host's a3_etcd_hosts or
+        a3_etcd_host, and its a3_proxy_hosts or a3_proxy_host, else that host), or (None, None) without a usable
+        first prefill host."""
         first, values = self.anchor()
         if values is None:
             return None, None
-        return etcd_members_of(values, first)[0], values.get("a3_proxy_host") or first
+        return etcd_members_of(values, first, self.ordered)[0], proxy_hosts_of(values, first, self.ordered)[0]
+
+    def proxy_hosts(self) -> list:
+        """The proxy hosts as the topology names them ([] without a usable first prefill host)."""
+        first, values = self.anchor()
+        return [] if values is None else proxy_hosts_of(values, first, self.ordered)
 
     def etcd_hosts(self) -> list:
         """The etcd members' hosts as the topology names them, each once ([] without a usable first prefill host)."""
         first, values = self.anchor()
-        return [] if values is None else list(dict.fromkeys(etcd_members_of(values, first)))
+        return [] if values is None else list(dict.fromkeys(etcd_members_of(values, first, self.ordered)))
 
 
 @reads()

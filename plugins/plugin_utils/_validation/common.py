@@ -8,7 +8,9 @@ from __future__ import annotations
 import ipaddress
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._inventory import SIDES
-from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import ABSENT, PLACEHOLDER_RE, reads
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._topology import HA_ETCD_MEMBERS
+from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import (
+    ABSENT, PLACEHOLDER_RE, as_bool, as_int, reads)
 
 # Linux refuses an interface name longer than IFNAMSIZ - 1 = 15 bytes, '.', '..', or one with '/', ':' or white
 # space (net/core/dev.c dev_valid_name); a quote would break the shell words and files the roles write it into.
@@ -149,30 +151,70 @@ def check_service_hosts_named(ctx):
                                   % (key, n, ", ".join(ctx.ordered) or "the inventory hosts"))
 
 
-@reads("a3_etcd_hosts", "a3_etcd_host")
-def check_etcd_members(ctx):
-    """a3_etcd_hosts (the first prefill host's value, as the topology reads it): hosts of the inventory, each once,
-    not beside a3_etcd_host; an even count is warned about. (Each member's own ports: ports.check_overlaps.)"""
+def _check_host_list(ctx, key, single_key, what):
+    """A list of hosts option (the first prefill host's value, as the topology reads it): hosts of the inventory,
+    each once, not beside its single-host option. The hosts listed, each once ([] when not set)."""
     first, anchor = ctx.anchor()
-    listed = (anchor or {}).get("a3_etcd_hosts")
+    listed = (anchor or {}).get(key)
     if not isinstance(listed, (list, tuple)) or not listed:
-        return
-    label = "%s: a3_etcd_hosts" % first
-    if anchor.get("a3_etcd_host"):
-        ctx.errors.append("%s is %r and a3_etcd_host is %r: the members are named in one place, so set a3_etcd_hosts "
-                          "alone (its first member plays a3_etcd_host's part) and leave a3_etcd_host empty"
-                          % (label, list(listed), anchor.get("a3_etcd_host")))
+        return []
+    label = "%s: %s" % (first, key)
+    if anchor.get(single_key):
+        ctx.errors.append("%s is %r and %s is %r: the hosts are named in one place, so set %s alone (its first host "
+                          "plays %s's part) and leave %s empty"
+                          % (label, list(listed), single_key, anchor.get(single_key), key, single_key, single_key))
     seen = [str(h) for h in listed]
     twice = sorted({h for h in seen if seen.count(h) > 1})
     if twice:
-        ctx.errors.append("%s names %s more than once: an etcd member runs once per host, list each host once"
-                          % (label, ", ".join(twice)))
-    unknown = [h for h in dict.fromkeys(seen) if h not in ctx.members]
-    for h in unknown:
+        ctx.errors.append("%s names %s more than once: %s runs once per host, list each host once"
+                          % (label, ", ".join(twice), what))
+    for h in [h for h in dict.fromkeys(seen) if h not in ctx.members]:
         ctx.errors.append("%s names %r, which is not a host of the prefill or decode group: set hosts of %s"
                           % (label, h, ", ".join(ctx.ordered) or "the inventory"))
-    count = len(dict.fromkeys(seen))
-    if count % 2 == 0:
-        ctx.warnings.append("%s has %d members: etcd needs a majority (%d) to serve, so %d members survive no more "
-                            "losses than %d do and fail more often; list %d or %d hosts"
-                            % (label, count, count // 2 + 1, count, count - 1, count - 1, count + 1))
+    return list(dict.fromkeys(seen))
+
+
+@reads("a3_etcd_hosts", "a3_etcd_host")
+def check_etcd_members(ctx):
+    """a3_etcd_hosts: hosts of the inventory, each once, not beside a3_etcd_host; an even count is warned about.
+    (Each member's own ports: ports.check_overlaps.)"""
+    hosts = _check_host_list(ctx, "a3_etcd_hosts", "a3_etcd_host", "an etcd member")
+    count = len(hosts)
+    if count and count % 2 == 0:
+        ctx.warnings.append("%s: a3_etcd_hosts has %d members: etcd needs a majority (%d) to serve, so %d members "
+                            "survive no more losses than %d do and fail more often; list %d or %d hosts"
+                            % (ctx.anchor()[0], count, count // 2 + 1, count, count - 1, count - 1, count + 1))
+
+
+@reads("a3_proxy_hosts", "a3_proxy_host")
+def check_proxy_hosts(ctx):
+    """a3_proxy_hosts: hosts of the inventory, each once, not beside a3_proxy_host; a single host is warned about
+    (it is a3_proxy_host's job). (Each proxy's own ports: ports.check_overlaps.)"""
+    hosts = _check_host_list(ctx, "a3_proxy_hosts", "a3_proxy_host", "a proxy")
+    if len(hosts) == 1:
+        ctx.warnings.append("%s: a3_proxy_hosts names one host (%s): one proxy is a3_proxy_host's setting; list two "
+                            "or more hosts for a proxy that survives the loss of one" % (ctx.anchor()[0], hosts[0]))
+
+
+@reads("a3_ha", "a3_etcd_hosts", "proxy_vip", "vllm_prefill_dp_groups", "vllm_decode_dp_groups")
+def check_ha(ctx):
+    """a3_ha (the first prefill host's value, as the topology reads it): enough hosts for its etcd members and
+    proxies, a virtual IP to move; a DP group over several nodes is warned about (one node stops it whole)."""
+    first, anchor = ctx.anchor()
+    if anchor is None or not as_bool(anchor.get("a3_ha")):
+        return
+    hosts = len(ctx.ordered)
+    if hosts < HA_ETCD_MEMBERS and not anchor.get("a3_etcd_hosts"):
+        ctx.errors.append("%s: a3_ha is true with %d host(s): it runs etcd on %d hosts (a majority survives one loss): "
+                          "add hosts, or leave a3_ha false" % (first, hosts, HA_ETCD_MEMBERS))
+    if anchor.get("proxy_vip") in ("", None):
+        ctx.errors.append("%s: a3_ha is true and proxy_vip is not set: clients reach the proxies on a virtual IP that "
+                          "moves when a proxy host is lost: set proxy_vip to a free address of the business network"
+                          % first)
+    for side in SIDES:
+        names = ctx.groups.get(side) or []
+        groups = as_int(anchor.get("vllm_%s_dp_groups" % side))
+        if groups is not None and len(names) > groups:
+            ctx.warnings.append("%s: a3_ha is true and the %s side runs %d DP group(s) over %d hosts: losing one "
+                                "node stops its whole group; set vllm_%s_dp_groups: %d (one group per node)"
+                                % (first, side, groups, len(names), side, len(names)))

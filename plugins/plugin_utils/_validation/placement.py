@@ -18,6 +18,10 @@ SAME = (
      "value is ignored where it is set", True, False),
     ("a3_proxy_host", "the topology takes the proxy host from the first prefill host's value only, so the other "
      "value is ignored where it is set", True, False),
+    ("a3_proxy_hosts", "the topology takes the proxy hosts from the first prefill host's value only, so the other "
+     "value is ignored where it is set", True, False),
+    ("a3_ha", "the topology takes it from the first prefill host's value only, so the other value is ignored where "
+     "it is set", True, False),
     ("etcd_client_port", "etcd listens on the etcd host's value, while every node checks etcd's reach on its own "
      "value before its worker starts", True, False),
     ("etcd_tls", "every worker and the proxy talk to the one etcd, which either takes TLS with client certificates "
@@ -26,6 +30,11 @@ SAME = (
      "it with the value of the host they run on", True, False),
     ("proxy_admin_port", "the proxy's admin listener is on the proxy host's value, while the monitoring targets and "
      "the rolling restart use the value of the host they run on", True, False),
+    ("proxy_vip", "keepalived on every proxy host holds and moves one address", True, False),
+    ("proxy_vrrp_router_id", "the proxy hosts' keepalived elect the holder of proxy_vip in one VRRP group", True,
+     False),
+    ("proxy_vrrp_password", "the proxy hosts' keepalived refuse each other's adverts with another password", True,
+     True),
     ("vllm_api_key", "the proxy, the canary and the gate send their own host's key to every engine, so the engines "
      "with another key answer 401", True, True),
     ("vllm_served_model_name", "the proxy passes the client's model name to both sides; a side that serves another "

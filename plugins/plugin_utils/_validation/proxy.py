@@ -1,12 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to ascend.vllm_pd
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Rules of the proxy role's values: the extra flags of the proxy script, the environment proxy.sh unsets and the
+"""Rules of the proxy role's values: the extra flags of the proxy script, the environment proxy.sh unsets, the
 capacity of the serving edge (docs/capacity.md): every streamed token of the cluster passes through the proxy's one
-process."""
+process, and the proxies' virtual IP (proxy_vip, keepalived)."""
 from __future__ import annotations
 
 import collections
+import ipaddress
 
 from ansible_collections.ascend.vllm_pd.plugins.plugin_utils._validation.base import (
     Host, as_bool, as_int, check_env_names, check_flag_dict, reads)
@@ -136,3 +137,39 @@ def check_relay_capacity(h, ctx):
            "proxy_relay_capacity to the streamed tokens/s it reports, or reduce the layout (fewer decode instances "
            "or a lower max-num-seqs in vllm_decode_serve_args), or set proxy_engine to vllm-router, whose relay "
            "carries several times more (docs/capacity.md)" % (describe_layout(estimate, groups), estimate.tokens_per_s))
+
+
+@reads("proxy_vip", "proxy_vip_prefix", "proxy_bind_host", "proxy_vrrp_router_id", "proxy_vrrp_password",
+       "proxy_vrrp_advert_int", "a3_business_ip")
+def check_vip(h, ctx):
+    """On every proxy host, with proxy_vip set: an IP address of no host, two or more proxies to move between, a
+    proxy that listens on it, a VRRP router id and password keepalived takes."""
+    vip = h.get("proxy_vip")
+    if vip in ("", None) or not isinstance(vip, str):
+        return
+    try:
+        address = ipaddress.ip_address(vip)
+    except ValueError:
+        h.error("proxy_vip", vip, "set a free IP address of the business network, e.g. 10.0.0.100")
+        return
+    taken = [name for name, values in sorted(ctx.hosts.items()) if str(values.get("a3_business_ip")) == vip]
+    if taken:
+        h.error("proxy_vip", vip, "it is the business IP (a3_business_ip) of %s: set a free address of the business "
+                "network, held by no host" % ", ".join(taken))
+    if len(ctx.proxy_hosts()) < 2:
+        h.error("proxy_vip", vip, "a virtual IP moves between proxies: set a3_proxy_hosts to two or more hosts")
+    bind = h.get("proxy_bind_host")
+    if isinstance(bind, str) and bind not in ("", "0.0.0.0", "::"):   # (the roles reach it on the business IP too)
+        h.error("proxy_bind_host", bind, "the proxy would not take the requests sent to proxy_vip %s: set 0.0.0.0 "
+                "(every address)" % vip)
+    prefix = as_int(h.get("proxy_vip_prefix"))
+    if prefix is not None and not 1 <= prefix <= address.max_prefixlen:
+        h.error("proxy_vip_prefix", prefix, "set a prefix length from 1 to %d" % address.max_prefixlen)
+    router_id = as_int(h.get("proxy_vrrp_router_id"))
+    if router_id is not None and not 1 <= router_id <= 255:
+        h.error("proxy_vrrp_router_id", router_id, "VRRP takes 1 to 255: set an id no other VRRP group of the "
+                "network uses")
+    password = h.get("proxy_vrrp_password")
+    if isinstance(password, str) and len(password) > 8:
+        h.errors.append("%s: proxy_vrrp_password has %d characters: VRRP PASS authentication carries 8 (keepalived "
+                        "cuts the rest off): set at most 8" % (h.name, len(password)))

@@ -80,4 +80,5 @@ def check_secrets(h, ctx):
 def report_open_listeners(ctx):
     if ctx.open_listeners:
         ctx.warnings.append("listeners that take requests without credentials: %s. That is the seed's configuration; "
-                            "README 'Security' says how to turn each protection on" % "; ".join(ctx.open_listeners))
+                            "README 'Security' says how to turn each protection on"
+                            % "; ".join(dict.fromkeys(ctx.open_listeners)))   # (each proxy host adds its own)

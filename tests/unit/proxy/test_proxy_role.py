@@ -5,15 +5,13 @@ file is written in its own call with no_log and no diff."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from a3proxy import cli
 
+from helpers import render_role_vars
 from proxy_fakes import FILES
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -82,30 +80,6 @@ def test_the_secrets_file_is_written_alone_without_log_or_diff():
     assert "proxy_secrets_file | default({}) is changed" in run  # a changed secret restarts the proxy
 
 
-RENDER = r'''
-import json, os, sys, yaml
-from ansible.plugins.loader import init_plugin_loader
-init_plugin_loader([sys.argv[1]])
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-root = sys.argv[2]
-def trust(x):
-    if isinstance(x, str):
-        return trust_as_template(x)
-    if isinstance(x, list):
-        return [trust(i) for i in x]
-    if isinstance(x, dict):
-        return {k: trust(i) for k, i in x.items()}
-    return x
-base = {}
-for path in ("roles/common/defaults/main.yml", "roles/proxy/defaults/main.yml", "roles/proxy/vars/main.yml"):
-    base.update(yaml.safe_load(open(os.path.join(root, path))))
-results = []
-for case in json.loads(sys.argv[3]):
-    templar = Templar(loader=DataLoader(), variables=trust(dict(base, **case)))
-    results.append([templar.template(trust_as_template("{{ %s }}" % name)) for name in ("proxy_argv", "proxy_secrets")])
-print(json.dumps(results))
-'''
 A3 = {"etcd_address": "10.0.0.1:2379", "etcd_endpoints": ["10.0.0.1:2379"], "proxy_ip": "10.0.0.1", "hosts": {"p0": {"ds_worker_addr": "10.0.0.1:18481"}},
       "sides": {"prefill": {"backend_hosts": ["10.0.0.1"], "api_ports": [6700]},
                 "decode": {"backend_hosts": ["10.0.0.2"], "api_ports": [6700]}}}
@@ -126,20 +100,10 @@ CASES = {
 def rendered():
     """{case: (proxy_argv, proxy_secrets)} as the role's variables make them for each of CASES (ansible-core's
     templating, in one process of its own)."""
-    try:
-        import ansible.template  # noqa: F401  (the render below runs in a process of its own)
-    except ImportError as exc:
-        pytest.fail("rendering the role's command line needs ansible-core in %s (%s): run ./setup.sh"
-                    % (sys.executable, exc), pytrace=False)
-    collections = ROOT / ".venv" / "collections"
-    if not (collections / "ansible_collections" / "ascend" / "vllm_pd").exists():
-        pytest.fail("the checkout is not linked into .venv/collections as ascend.vllm_pd: run ./setup.sh",
-                    pytrace=False)
     cases = [dict({"a3": A3, "inventory_hostname": "p0"}, **values) for values in CASES.values()]
-    out = subprocess.run([sys.executable, "-c", RENDER, str(collections), str(ROOT), json.dumps(cases)],
-                         capture_output=True, text=True, timeout=120, check=False, env=dict(os.environ))
-    assert out.returncode == 0, out.stderr[-3000:]
-    return dict(zip(CASES, (tuple(r) for r in json.loads(out.stdout))))
+    files = ("roles/common/defaults/main.yml", "roles/proxy/defaults/main.yml", "roles/proxy/vars/main.yml")
+    results = render_role_vars(files, cases, ("proxy_argv", "proxy_secrets"))
+    return dict(zip(CASES, (tuple(r) for r in results)))
 
 
 def test_the_default_command_line_only_adds_the_admin_listener(rendered):

@@ -38,15 +38,36 @@ def test_the_filters_are_registered_under_their_names():
 
 
 def test_file_sd_of_the_seed_with_the_default_arguments():
-    # no cluster label, the proxy's admin listener on the proxy host's business IP
+    # no cluster label, the proxy's admin listener where the topology places it (proxy_admin_bind_host's default)
     assert FILTERS["monitoring_file_sd"](seed(), 8089) == {
         "vllm": [vllm("p0", "192.0.2.11", "0", "prefill"), vllm("p1", "192.0.2.12", "1", "prefill"),
                  vllm("d0", "192.0.2.13", "0", "decode"), vllm("d1", "192.0.2.14", "1", "decode")],
         "etcd": [{"targets": ["192.0.2.11:2379"],
                   "labels": {"component": "etcd", "side": "prefill", "host": "p0", "instance": "p0:2379"}}],
-        "proxy": [{"targets": ["192.0.2.11:8089"],
+        "proxy": [{"targets": ["127.0.0.1:8089"],
                    "labels": {"component": "proxy", "side": "prefill", "host": "p0", "instance": "p0:8089"}}],
     }
+
+
+def test_file_sd_has_one_proxy_target_per_proxy_host_from_its_own_values():
+    hostvars = {name: {"a3_business_ip": ip, "a3_nic_name": "bond0", "a3_proxy_hosts": ["p1", "d0"]}
+                for name, ip in IPS.items()}
+    hostvars["p1"]["proxy_admin_bind_host"] = "0.0.0.0"
+    hostvars["d0"].update(proxy_admin_bind_host="127.0.9.9", proxy_admin_port=9100)
+    topo = T.derive(from_hostvars(hostvars, {"prefill": ["p0", "p1"], "decode": ["d0", "d1"]}, role_defaults(),
+                                  keys=T.TOPOLOGY_KEYS))
+    assert FILTERS["monitoring_file_sd"](topo, 8089)["proxy"] == [
+        {"targets": ["192.0.2.12:8089"], "labels": {"component": "proxy", "side": "prefill", "host": "p1",
+                                                    "instance": "p1:8089"}},
+        {"targets": ["127.0.9.9:9100"], "labels": {"component": "proxy", "side": "decode", "host": "d0",
+                                                   "instance": "d0:9100"}}]
+
+
+def test_file_sd_of_a_topology_without_proxies_takes_the_arguments():
+    topo = seed()
+    del topo["proxies"], topo["proxy_hosts"]
+    assert FILTERS["monitoring_file_sd"](topo, 8089)["proxy"][0]["targets"] == ["192.0.2.11:8089"]
+    assert FILTERS["monitoring_file_sd"](topo, 9000, "", "127.0.0.1")["proxy"][0]["targets"] == ["127.0.0.1:9000"]
 
 
 def test_file_sd_passes_cluster_and_proxy_address_on():
@@ -58,7 +79,7 @@ def test_file_sd_passes_cluster_and_proxy_address_on():
 
 def test_an_unusable_topology_is_a_filter_error_with_the_same_text():
     topo = seed()
-    topo["proxy_host"] = "x9"
+    topo["proxy_hosts"] = ["x9"]
     with pytest.raises(AnsibleFilterError) as err:
         FILTERS["monitoring_file_sd"](topo, 8089)
     assert err.value.message == "the proxy host 'x9' is not a host of the topology"

@@ -22,7 +22,7 @@ def topology(**overrides):
 
 
 def test_seed_layout_gives_one_target_per_rank_and_one_each_for_etcd_and_proxy():
-    sd = M.file_sd(topology(), 8088)
+    sd = M.file_sd(topology(), 8089)
     assert sorted(sd) == ["etcd", "proxy", "vllm"]
     assert [g["targets"] for g in sd["vllm"]] == [["192.0.2.11:6700"], ["192.0.2.12:6700"],
                                                   ["192.0.2.13:6700"], ["192.0.2.14:6700"]]
@@ -31,8 +31,8 @@ def test_seed_layout_gives_one_target_per_rank_and_one_each_for_etcd_and_proxy()
     assert sd["vllm"][3]["labels"]["side"] == "decode" and sd["vllm"][3]["labels"]["dp_rank"] == "1"
     assert sd["etcd"] == [{"targets": ["192.0.2.11:2379"],
                            "labels": {"component": "etcd", "side": "prefill", "host": "p0", "instance": "p0:2379"}}]
-    assert sd["proxy"] == [{"targets": ["192.0.2.11:8088"],
-                            "labels": {"component": "proxy", "side": "prefill", "host": "p0", "instance": "p0:8088"}}]
+    assert sd["proxy"] == [{"targets": ["127.0.0.1:8089"],
+                            "labels": {"component": "proxy", "side": "prefill", "host": "p0", "instance": "p0:8089"}}]
 
 
 def test_every_label_value_is_a_string_and_the_groups_are_json():
@@ -56,22 +56,34 @@ def test_several_ranks_per_node_get_consecutive_ports_and_global_ranks():
 
 
 def test_etcd_and_proxy_follow_their_hosts_and_ports():
-    topo = topology(a3_etcd_host="p1", a3_proxy_host="d0", etcd_client_port=12379)
-    sd = M.file_sd(topo, 9000)
+    topo = topology(a3_etcd_host="p1", a3_proxy_host="d0", etcd_client_port=12379, proxy_admin_port=9000,
+                    proxy_admin_bind_host="0.0.0.0")
+    sd = M.file_sd(topo, 8089)
     assert sd["etcd"][0]["targets"] == ["192.0.2.12:12379"] and sd["etcd"][0]["labels"]["host"] == "p1"
     assert sd["proxy"][0]["targets"] == ["192.0.2.13:9000"] and sd["proxy"][0]["labels"]["side"] == "decode"
 
 
 def test_the_proxy_target_is_its_admin_listener():
     """The proxy serves /metrics on its admin listener: on loopback (the default) the target is that address, which a
-    Prometheus on the proxy host reaches; a wildcard bind means the proxy host's business IP."""
-    topo = topology()
-    assert M.file_sd(topo, 8089, proxy_address="127.0.0.1")["proxy"] == [
+    Prometheus on the proxy host reaches; a wildcard bind means the proxy host's business IP. The topology places it
+    (proxy_admin_bind_host and proxy_admin_port of the proxy's host); the arguments serve a topology without it."""
+    assert M.file_sd(topology(proxy_admin_bind_host="127.0.0.1"), 1)["proxy"] == [
         {"targets": ["127.0.0.1:8089"],
          "labels": {"component": "proxy", "side": "prefill", "host": "p0", "instance": "p0:8089"}}]
     for wildcard in ("0.0.0.0", "::", ""):
-        assert M.file_sd(topo, 8089, proxy_address=wildcard)["proxy"][0]["targets"] == ["192.0.2.11:8089"]
-    assert M.file_sd(topo, 8089, proxy_address="192.0.2.99")["proxy"][0]["targets"] == ["192.0.2.99:8089"]
+        assert M.file_sd(topology(proxy_admin_bind_host=wildcard), 1)["proxy"][0]["targets"] == ["192.0.2.11:8089"]
+    assert M.file_sd(topology(proxy_admin_bind_host="192.0.2.99"), 1)["proxy"][0]["targets"] == ["192.0.2.99:8089"]
+    bare = topology()
+    del bare["proxies"]
+    for wildcard in ("0.0.0.0", "::", ""):
+        assert M.file_sd(bare, 8089, proxy_address=wildcard)["proxy"][0]["targets"] == ["192.0.2.11:8089"]
+    assert M.file_sd(bare, 8089, proxy_address="192.0.2.99")["proxy"][0]["targets"] == ["192.0.2.99:8089"]
+
+
+def test_every_proxy_host_is_a_target():
+    sd = M.file_sd(topology(a3_proxy_hosts=["d1", "p1"], proxy_admin_bind_host="0.0.0.0"), 8089)
+    assert [(g["labels"]["host"], g["targets"]) for g in sd["proxy"]] == [("d1", ["192.0.2.14:8089"]),
+                                                                          ("p1", ["192.0.2.12:8089"])]
 
 
 def test_ipv6_addresses_are_bracketed():
@@ -93,7 +105,7 @@ def test_datasystem_workers_are_listed_for_the_registration_rule():
 
 @pytest.mark.parametrize("broken, message", [
     (lambda t: t.pop("hosts"), "lacks"),
-    (lambda t: t.update(proxy_host="x9"), "proxy host"),
+    (lambda t: t.update(proxy_hosts=["p0", "x9"]), "proxy host"),
     (lambda t: t.update(etcd_members=[{"host": "x9", "client_port": 2379}]), "etcd host"),
 ])
 def test_an_unusable_topology_is_an_error_naming_what_lacks(broken, message):

@@ -19,7 +19,7 @@ from test_monitoring import topology
      "the etcd host 'x9' is not a host of the topology"),
     (lambda t: t.update(etcd_members=None), 8089, "the topology names no etcd member (etcd_members is None)"),
     (lambda t: t.update(etcd_members=[]), 8089, "the topology names no etcd member (etcd_members is [])"),
-    (lambda t: t.update(proxy_host="x8"), 8089, "the proxy host 'x8' is not a host of the topology"),
+    (lambda t: t.update(proxy_hosts=["x8"]), 8089, "the proxy host 'x8' is not a host of the topology"),
     (lambda t: None, "eighty", "proxy_port 'eighty' is not a port number"),
     (lambda t: None, None, "proxy_port None is not a port number"),
 ])

@@ -59,7 +59,8 @@ SEED = {
     "etcd_host": "p0", "etcd_ip": "192.0.2.11", "etcd_address": "192.0.2.11:2379",
     "etcd_hosts": ["p0"], "etcd_members": [{"host": "p0", "ip": "192.0.2.11", "client_port": 2379, "peer_port": 2380}],
     "etcd_endpoints": ["192.0.2.11:2379"],
-    "proxy_host": "p0", "proxy_ip": "192.0.2.11",
+    "proxy_host": "p0", "proxy_ip": "192.0.2.11", "proxy_hosts": ["p0"],
+    "proxies": [{"host": "p0", "ip": "192.0.2.11", "url": "http://192.0.2.11:8088", "admin_url": "http://192.0.2.11:8089"}],
 }
 
 
@@ -79,6 +80,7 @@ def rich_inventory():
                            vllm_decode_tp_size=16, vllm_prefill_lookup_rpc_port=" dp_rank ",
                            vllm_decode_lookup_rpc_port="50")
     hosts["p0"].update(a3_etcd_host="d1", a3_proxy_host="p2")
+    hosts["p2"].update(proxy_port=8100, proxy_admin_port=8101, proxy_admin_bind_host="127.0.0.3")
     hosts["p3"]["vllm_dp_address"] = "198.51.100.99"
     return {"groups": {"prefill": ["p0", "p1", "p2", "p3"], "decode": ["d0", "d1"]}, "hosts": hosts}
 
@@ -133,7 +135,8 @@ RICH = {
     "etcd_host": "d1", "etcd_ip": "198.51.100.6", "etcd_address": "198.51.100.6:2405",
     "etcd_hosts": ["d1"], "etcd_endpoints": ["198.51.100.6:2405"],
     "etcd_members": [{"host": "d1", "ip": "198.51.100.6", "client_port": 2405, "peer_port": 2380}],
-    "proxy_host": "p2", "proxy_ip": "198.51.100.3",
+    "proxy_host": "p2", "proxy_ip": "198.51.100.3", "proxy_hosts": ["p2"],
+    "proxies": [{"host": "p2", "ip": "198.51.100.3", "url": "http://198.51.100.3:8100", "admin_url": "http://127.0.0.3:8101"}],
 }
 
 
@@ -195,6 +198,25 @@ def test_no_etcd_member_list_means_the_one_etcd_host(value):
     assert topo["etcd_hosts"] == ["d0"] and topo["etcd_endpoints"] == ["192.0.2.13:2379"]
 
 
+def test_a3_proxy_hosts_puts_a_proxy_on_each_listed_host_in_its_order():
+    topo = T.derive(inventory(a3_proxy_hosts=["d1", "p1", "d1"], a3_proxy_host="p0"))
+    assert (topo["proxy_host"], topo["proxy_ip"], topo["proxy_hosts"]) == ("d1", "192.0.2.14", ["d1", "p1"])
+    assert [p["url"] for p in topo["proxies"]] == ["http://192.0.2.14:8088", "http://192.0.2.12:8088"]
+    assert [h for h, v in topo["hosts"].items() if v["is_proxy_host"]] == ["p1", "d1"]
+
+
+@pytest.mark.parametrize("values, etcd, proxies", [
+    ({"a3_ha": True}, ["p0", "p1", "d0"], ["p0", "p1"]),
+    ({"a3_ha": "true", "a3_etcd_hosts": ["d1", "d0", "p1"]}, ["d1", "d0", "p1"], ["p0", "p1"]),
+    ({"a3_ha": True, "a3_etcd_host": "d1", "a3_proxy_host": "d0"}, ["d1"], ["d0"]),   # a named single host wins
+    ({"a3_ha": False}, ["p0"], ["p0"]),
+    ({"a3_ha": "no"}, ["p0"], ["p0"]),
+])
+def test_a3_ha_spreads_etcd_and_the_proxies_over_the_first_hosts(values, etcd, proxies):
+    topo = T.derive(inventory(**values))
+    assert (topo["etcd_hosts"], topo["proxy_hosts"]) == (etcd, proxies)
+
+
 def test_an_etcd_or_proxy_host_outside_the_inventory_has_no_address():
     topo = T.derive(inventory(a3_etcd_host="x9", a3_proxy_host="x8"))
     assert {k: topo[k] for k in ("etcd_host", "etcd_ip", "etcd_address", "proxy_host", "proxy_ip")} == {
@@ -233,8 +255,8 @@ def test_host_ports_of_the_rich_layout():
         (30040, 30047, "Mooncake kv ports of dp rank 1 (vllm_prefill_kv_port + rank x tp)"),
         (10502, 10502, "DP RPC port (vllm_dp_rpc_port)"),
         (18402, 18402, "yuanrong worker port (yuanrong_worker_port)"),
-        (8088, 8088, "proxy port (proxy_port)"),
-        (8089, 8089, "proxy admin port (proxy_admin_port)"),
+        (8100, 8100, "proxy port (proxy_port)"),
+        (8101, 8101, "proxy admin port (proxy_admin_port)"),
     ]
     # d1: a DP member and the etcd host
     assert T.host_ports("d1", topo, inv["hosts"]["d1"]) == [

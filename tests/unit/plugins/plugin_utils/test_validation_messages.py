@@ -8,6 +8,14 @@ from __future__ import annotations
 import pytest
 from test_validate_rules import S, SEED_WARNINGS, V, _args, _on, edge, seed
 
+
+def _vip(vip, **on_p0):
+    """Two proxies (p0, p1, each scraped by its own Prometheus) with proxy_vip, and these values on p0 only."""
+    inv = seed(a3_proxy_hosts=["p0", "p1"], monitoring_hosts=["p0", "p1"], proxy_vip=vip)
+    inv["hosts"]["p0"].update(on_p0)
+    return inv
+
+
 # The warnings of an environment that sets none of the values the seed derives per node (both sides).
 DERIVED_ENV_MISSING = [
     'p0, p1: ASCEND_RT_VISIBLE_DEVICES (vllm_env_common + vllm_prefill_env + vllm_env_extra) is not set: the '
@@ -480,8 +488,8 @@ CASES = [
         "configuration; README 'Security' says how to turn each protection on",
     ], id='svc_host'),
     pytest.param(seed(a3_etcd_hosts=["p0", "zz", "d0", "d0"], a3_etcd_host="p1"), [
-        "p0: a3_etcd_hosts is ['p0', 'zz', 'd0', 'd0'] and a3_etcd_host is 'p1': the members are named in one place, "
-        "so set a3_etcd_hosts alone (its first member plays a3_etcd_host's part) and leave a3_etcd_host empty",
+        "p0: a3_etcd_hosts is ['p0', 'zz', 'd0', 'd0'] and a3_etcd_host is 'p1': the hosts are named in one place, "
+        "so set a3_etcd_hosts alone (its first host plays a3_etcd_host's part) and leave a3_etcd_host empty",
         "p0: a3_etcd_hosts names d0 more than once: an etcd member runs once per host, list each host once",
         "p0: a3_etcd_hosts names 'zz', which is not a host of the prefill or decode group: set hosts of p0, p1, d0, d1",
     ], [
@@ -501,6 +509,74 @@ CASES = [
         "engines' /v1 routes (set vllm_api_key); etcd on p0, p1, d0 (set etcd_tls: true). That is the seed's "
         "configuration; README 'Security' says how to turn each protection on",
     ], id='etcd_cluster'),
+    pytest.param(seed(a3_proxy_hosts=["d1", "zz", "d1"], a3_proxy_host="p1"), [
+        "p0: a3_proxy_hosts is ['d1', 'zz', 'd1'] and a3_proxy_host is 'p1': the hosts are named in one place, "
+        "so set a3_proxy_hosts alone (its first host plays a3_proxy_host's part) and leave a3_proxy_host empty",
+        "p0: a3_proxy_hosts names d1 more than once: a proxy runs once per host, list each host once",
+        "p0: a3_proxy_hosts names 'zz', which is not a host of the prefill or decode group: set hosts of p0, p1, d0, d1",
+    ], [], id='proxy_hosts'),
+    pytest.param(seed(a3_proxy_hosts=["d1"]), [], [
+        "p0: a3_proxy_hosts names one host (d1): one proxy is a3_proxy_host's setting; list two or more hosts for a "
+        "proxy that survives the loss of one",
+    ], id='proxy_one'),
+    pytest.param(seed(a3_proxy_hosts=["p0", "p1", "d0"]), [], [
+        "p1: proxy_admin_bind_host is '127.0.0.1': the Prometheus on p0 scrapes this proxy's /metrics on its admin "
+        "listener, which then is that host's own loopback: set proxy_admin_bind_host to p1's business IP (with "
+        "proxy_admin_token), or list p1 in monitoring_hosts",
+        "d0: proxy_admin_bind_host is '127.0.0.1': the Prometheus on p0 scrapes this proxy's /metrics on its admin "
+        "listener, which then is that host's own loopback: set proxy_admin_bind_host to d0's business IP (with "
+        "proxy_admin_token), or list d0 in monitoring_hosts",
+    ], id='proxy_scrape'),
+    pytest.param(seed(a3_proxy_hosts=["p0", "p1"], monitoring_hosts=["p0", "p1"]), [], [], id='proxy_scraped'),
+    pytest.param(seed(proxy_vip="192.0.2.100"), [
+        "p0: proxy_vip is '192.0.2.100': a virtual IP moves between proxies: set a3_proxy_hosts to two or more hosts",
+    ], [], id='vip_one_proxy'),
+    pytest.param(seed(a3_proxy_hosts=["p0", "p1"], monitoring_hosts=["p0", "p1"], proxy_vip="192.0.2.12",
+                      proxy_vip_prefix=33, proxy_vrrp_router_id=256, proxy_vrrp_password="nine-char"), [
+        "p0, p1: proxy_vip is '192.0.2.12': it is the business IP (a3_business_ip) of p1: set a free address of the "
+        "business network, held by no host",
+        "p0, p1: proxy_vip_prefix is 33: set a prefix length from 1 to 32",
+        "p0, p1: proxy_vrrp_router_id is 256: VRRP takes 1 to 255: set an id no other VRRP group of the network uses",
+        "p0, p1: proxy_vrrp_password has 9 characters: VRRP PASS authentication carries 8 (keepalived cuts the rest "
+        "off): set at most 8",
+    ], [], id='vip_values'),
+    pytest.param(_vip("vip.example"), [
+        "p0, p1: proxy_vip is 'vip.example': set a free IP address of the business network, e.g. 10.0.0.100",
+    ], [], id='vip_not_an_ip'),
+    pytest.param(_vip("192.0.2.100", proxy_bind_host="192.0.2.11"), [
+        "p0: proxy_bind_host is '192.0.2.11': the proxy would not take the requests sent to proxy_vip 192.0.2.100: "
+        "set 0.0.0.0 (every address)",
+    ], [], id='vip_bind'),
+    pytest.param(_vip("192.0.2.100"), [], [], id='vip_ok'),
+    pytest.param(seed(a3_ha=True), [
+        "p0: a3_ha is true and proxy_vip is not set: clients reach the proxies on a virtual IP that moves when a proxy "
+        "host is lost: set proxy_vip to a free address of the business network",
+    ], [
+        "p0: a3_ha is true and the prefill side runs 1 DP group(s) over 2 hosts: losing one node stops its whole "
+        "group; set vllm_prefill_dp_groups: 2 (one group per node)",
+        "p0: a3_ha is true and the decode side runs 1 DP group(s) over 2 hosts: losing one node stops its whole "
+        "group; set vllm_decode_dp_groups: 2 (one group per node)",
+        "p1: proxy_admin_bind_host is '127.0.0.1': the Prometheus on p0 scrapes this proxy's /metrics on its admin "
+        "listener, which then is that host's own loopback: set proxy_admin_bind_host to p1's business IP (with "
+        "proxy_admin_token), or list p1 in monitoring_hosts",
+        "listeners that take requests without credentials: the proxy's public port (set proxy_api_keys); the "
+        "engines' /v1 routes (set vllm_api_key); etcd on p0, p1, d0 (set etcd_tls: true). That is the seed's "
+        "configuration; README 'Security' says how to turn each protection on",
+    ], id='ha_needs_vip'),
+    pytest.param(seed(a3_ha=True, proxy_vip="192.0.2.100", vllm_prefill_dp_groups=2, vllm_decode_dp_groups=2,
+                      monitoring_hosts=["p0", "p1"], etcd_tls=True), [], [
+        "listeners that take requests without credentials: the proxy's public port (set proxy_api_keys); the "
+        "engines' /v1 routes (set vllm_api_key). That is the seed's configuration; README 'Security' says how to "
+        "turn each protection on",
+        "p1: Mooncake kv ports 30016-30031 of dp rank 0 lie inside Mooncake's random port band [20000, 36000) "
+        "(AscendDirectTransport binds random ports there, 1000 per NPU): a collision shows as 'zmq.error.ZMQError: "
+        "Address already in use' (vllm-ascend #8938). The seed chose these values; move vllm_prefill_kv_port to "
+        "36000 or above if it happens",
+        "d1: Mooncake kv ports 30116-30131 of dp rank 0 lie inside Mooncake's random port band [20000, 36000) "
+        "(AscendDirectTransport binds random ports there, 1000 per NPU): a collision shows as 'zmq.error.ZMQError: "
+        "Address already in use' (vllm-ascend #8938). The seed chose these values; move vllm_decode_kv_port to "
+        "36000 or above if it happens",
+    ], id='ha_ok'),
     pytest.param(_on("p1", a3_nic_name=""), [
         'p1: a3_nic_name is not set: set it to the business NIC name (e.g. enp3s0, bond0)',
     ], [], id='nic_missing'),
