@@ -168,9 +168,9 @@ def _check_host_list(ctx, key, single_key, what):
     if twice:
         ctx.errors.append("%s names %s more than once: %s runs once per host, list each host once"
                           % (label, ", ".join(twice), what))
-    for h in [h for h in dict.fromkeys(seen) if h not in ctx.members]:
+    for h in [h for h in dict.fromkeys(seen) if h not in ctx.members]:   # (ordered has the anchor at least)
         ctx.errors.append("%s names %r, which is not a host of the prefill or decode group: set hosts of %s"
-                          % (label, h, ", ".join(ctx.ordered) or "the inventory"))
+                          % (label, h, ", ".join(ctx.ordered)))
     return list(dict.fromkeys(seen))
 
 

@@ -217,6 +217,24 @@ def test_a3_ha_spreads_etcd_and_the_proxies_over_the_first_hosts(values, etcd, p
     assert (topo["etcd_hosts"], topo["proxy_hosts"]) == (etcd, proxies)
 
 
+@pytest.mark.parametrize("value", [True, "true", " True ", "yes", "on", "1"])
+def test_a3_ha_takes_the_truths_ansible_takes(value):
+    assert T.derive(inventory(a3_ha=value))["proxy_hosts"] == ["p0", "p1"]
+
+
+@pytest.mark.parametrize("value", [False, "false", "no", "off", "0", "", None])
+def test_a3_ha_off_keeps_the_single_proxy_and_etcd(value):
+    topo = T.derive(inventory(a3_ha=value))
+    assert (topo["proxy_hosts"], topo["etcd_hosts"]) == (["p0"], ["p0"])
+
+
+def test_a3_ha_needs_enough_hosts_for_its_members():
+    inv = inventory(a3_ha=True)
+    inv["groups"] = {"prefill": ["p0"], "decode": ["d0"]}
+    topo = T.derive(inv)   # two hosts: no 3-member etcd (validate says so); the two proxies fit
+    assert (topo["etcd_hosts"], topo["proxy_hosts"]) == (["p0"], ["p0", "d0"])
+
+
 def test_an_etcd_or_proxy_host_outside_the_inventory_has_no_address():
     topo = T.derive(inventory(a3_etcd_host="x9", a3_proxy_host="x8"))
     assert {k: topo[k] for k in ("etcd_host", "etcd_ip", "etcd_address", "proxy_host", "proxy_ip")} == {

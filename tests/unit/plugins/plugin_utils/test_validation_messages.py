@@ -515,6 +515,13 @@ CASES = [
         "p0: a3_proxy_hosts names d1 more than once: a proxy runs once per host, list each host once",
         "p0: a3_proxy_hosts names 'zz', which is not a host of the prefill or decode group: set hosts of p0, p1, d0, d1",
     ], [], id='proxy_hosts'),
+    pytest.param(seed(a3_proxy_hosts=["d1", "p1", "d1", "p1"]), [
+        "p0: a3_proxy_hosts names d1, p1 more than once: a proxy runs once per host, list each host once",
+    ], [
+        "p1: proxy_admin_bind_host is '127.0.0.1': the Prometheus on d1 scrapes this proxy's /metrics on its admin "
+        "listener, which then is that host's own loopback: set proxy_admin_bind_host to p1's business IP (with "
+        "proxy_admin_token), or list p1 in monitoring_hosts",
+    ], id='proxy_hosts_twice'),
     pytest.param(seed(a3_proxy_hosts=["d1"]), [], [
         "p0: a3_proxy_hosts names one host (d1): one proxy is a3_proxy_host's setting; list two or more hosts for a "
         "proxy that survives the loss of one",
@@ -732,3 +739,15 @@ def test_a_key_with_a_backslash_is_refused():
                       "carry: set another value",
                       "p0: vllm_api_key contains white space, a quote or a backslash, which an HTTP header cannot "
                       "carry: set another value"]
+
+
+@pytest.mark.parametrize("bind, loopback", [
+    ("localhost", True), ("::1", True), ("127.0.0.2", True), ("0.0.0.0", False), ("192.0.2.12", False),
+    ("p1.example", False),
+])
+def test_a_second_proxys_admin_listener_out_of_the_prometheus_hosts_reach(bind, loopback):
+    inv = seed(a3_proxy_hosts=["p0", "p1"])
+    inv["hosts"]["p1"]["proxy_admin_bind_host"] = bind
+    _errors, warnings = V.validate(inv)
+    said = [w for w in warnings if w.startswith("p1: proxy_admin_bind_host is %r: the Prometheus on p0" % bind)]
+    assert len(said) == (1 if loopback else 0), warnings
