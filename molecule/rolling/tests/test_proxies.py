@@ -22,7 +22,7 @@ import scenario  # noqa: E402  (this directory's: the scenario's vars files)
 SECRETS = load_vars(ROOT / "molecule/rolling/vars/hardened.yml", scenario.VAULT_PASSWORD_FILE)
 HOSTS = load_vars(ROOT / "molecule/rolling/vars/proxies.yml")["a3_proxy_hosts"]
 PROXIES = {h: "http://%s:8088" % faultsuite.NODE_IPS[h] for h in HOSTS}
-# each proxy's admin listener: on its host's loopback (p1's on another loopback address: inventories/sim/host_vars)
+# each proxy's admin listener: on its host's loopback (p1's on another loopback address: inventories/sim/hosts.yml)
 ADMIN = {"p0": "http://127.0.0.1:8089", "p1": "http://127.0.0.2:8089"}
 BACKENDS = {"prefill": 4, "decode": 8}   # vars/layout.yml: 2 + 2 prefill instances, 4 + 4 decode instances
 
