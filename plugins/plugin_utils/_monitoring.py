@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from ._topology import SIDES
+from ._topology import SIDES, WILDCARD
 
 # job name -> file name (without .json) of its target file
 JOBS = ("vllm", "etcd", "proxy")
@@ -52,9 +52,6 @@ def _labels(topo, host, component, port, cluster, extra=None):
         labels["cluster"] = str(cluster)
     labels.update(extra or {})
     return labels
-
-
-WILDCARD = ("", "0.0.0.0", "::")
 
 
 def file_sd(topo: dict, proxy_port: int, cluster: str = "", proxy_address: str = "") -> dict:
@@ -99,19 +96,21 @@ def file_sd(topo: dict, proxy_port: int, cluster: str = "", proxy_address: str =
     except (TypeError, ValueError):
         raise MonitoringError("proxy_port %r is not a port number" % (proxy_port,))
 
-    def proxy_target(host):
+    def proxy_group(host):
         # the proxy's admin listener as the topology places it (its own host's values), else from the arguments
         if host in admin_urls:
-            return urlsplit(admin_urls[host]).netloc
-        return _hostport(hosts[host]["business_ip"] if str(proxy_address or "") in WILDCARD else proxy_address,
-                         proxy_port)
+            url = urlsplit(admin_urls[host])
+            target, port = url.netloc, url.port
+        else:
+            target = _hostport(hosts[host]["business_ip"] if str(proxy_address or "") in WILDCARD else proxy_address,
+                               proxy_port)
+            port = proxy_port
+        return {"targets": [target], "labels": _labels(topo, host, "proxy", port, cluster)}
     return {
         "vllm": engines,
         "etcd": [{"targets": [_hostport(hosts[m["host"]]["business_ip"], m["client_port"])],
                   "labels": _labels(topo, m["host"], "etcd", m["client_port"], cluster)} for m in members],
-        "proxy": [{"targets": [proxy_target(h)],
-                   "labels": _labels(topo, h, "proxy", int(proxy_target(h).rsplit(":", 1)[1]), cluster)}
-                  for h in proxy_hosts],
+        "proxy": [proxy_group(h) for h in proxy_hosts],
     }
 
 
