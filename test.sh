@@ -84,6 +84,8 @@ VLLM_ASCEND_SRC=$PWD/.cache/vllm-ascend-src \
 # The proxy role's keepalived configuration run by the real keepalived in two network namespaces of its own
 # (proxy_vip; keepalived comes with the deps above).
 pytest -q -p no:cacheprovider tests/sim/test_keepalived_vip.py
+# The nodes in network namespaces of their own (A3SIM_NET=netns, sim/lib/net.sh), then back in the default mode.
+pytest -q -p no:cacheprovider tests/sim/test_netns.py
 
 step "molecule: the four-node simulated cluster (converge, idempotence, check mode, verify) and its faults"
 # default leaves its cluster up for selfheal (faults under load, no repair), which leaves it up for rolling

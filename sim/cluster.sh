@@ -4,11 +4,13 @@
 #   sim/cluster.sh deps     install missing host packages; start dockerd and the registry on 127.0.0.1:5000
 #   sim/cluster.sh build    deps + node image, substitute vllm-ascend image (pushed), etcd and Prometheus archives, yuanrong wheel
 #   sim/cluster.sh up       build + start nodes a3sim-p0 a3sim-p1 a3sim-d0 a3sim-d1 and wait until they are ready
+#                           (A3SIM_NET=netns: each in a network namespace of its own; A3SIM_FRESH=1: new nodes)
 #   sim/cluster.sh down     remove nodes, their volumes and lo addresses; stop what this script started
 #   sim/cluster.sh status   one-screen summary
 #   sim/cluster.sh fault NODE JSON|@FILE|-|clear   write (or remove) /etc/a3sim/faults.json in NODE
 #   sim/cluster.sh partition NODE    cut NODE off from the other nodes (packet filter, sim/lib/partition.py)
 #   sim/cluster.sh heal [NODE]       heal NODE's cut, or every cut
+#   sim/cluster.sh link NODE down|up (A3SIM_NET=netns) NODE's link goes, as when it loses power; or comes back
 #   sim/cluster.sh sdist             download the vllm-ascend sdist (cached) and print its path
 #
 # Every command is idempotent. Caches live in sim/.cache (or $A3SIM_CACHE_DIR) and survive `down`.
@@ -21,6 +23,8 @@ SIM_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib
 . "$SIM_LIB/deps.sh"
 # shellcheck source=SCRIPTDIR/lib/build.sh
 . "$SIM_LIB/build.sh"
+# shellcheck source=SCRIPTDIR/lib/net.sh
+. "$SIM_LIB/net.sh"
 # shellcheck source=SCRIPTDIR/lib/nodes.sh
 . "$SIM_LIB/nodes.sh"
 
@@ -34,7 +38,7 @@ take_lock() {
   fi
 }
 
-usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 main() {
   local cmd=${1:-help}
@@ -58,6 +62,17 @@ main() {
         [ $# -le 1 ] || die "usage: cluster.sh heal [NODE]"
         python3 "$SIM_LIB/partition.py" heal "$@"
       fi
+      ;;
+    link)
+      need_root
+      if [ $# -ne 2 ] || ! is_node "$1"; then die "usage: cluster.sh link NODE down|up"; fi
+      [ "$(docker container inspect -f '{{index .Config.Labels "a3sim.net"}}' "$(node_container "$1")" 2>/dev/null)" = netns ] ||
+        die "$1: not a node in a network namespace of its own (A3SIM_NET=netns cluster.sh up)"
+      case "$2" in
+        down) net_cut "$1" && log "$1: link down" ;;
+        up) net_plumb "$1" ;;
+        *) die "usage: cluster.sh link NODE down|up" ;;
+      esac
       ;;
     sdist)
       [ $# -eq 0 ] || die "'sdist' takes no arguments"

@@ -4,7 +4,9 @@
 Not a test module by itself: molecule/default/tests/test_hostile.py (the seed's configuration: no keys) and
 molecule/rolling/tests/test_hostile.py (every protection on) import its tests and define the fixture `edge`, a dict:
   proxy        the public URL of the proxy (what clients reach)
-  admin        the admin listener's URL as the proxy host reaches it (127.0.0.1 here: the nodes share this machine)
+  admin        the admin listener's URL as the proxy host reaches it (its loopback by default)
+  admin_node   the proxy host: admin requests are made from its network namespace (sim/lib/netns.py; the same as
+               this machine's while the nodes share it, A3SIM_NET=host)
   api_key      a client key of the proxy, or None when the proxy takes requests without one
   admin_token  the admin token, or None
   engine_key   the engines' key, or None
@@ -20,11 +22,16 @@ import http.client
 import json
 import re
 import socket
+import sys
 import threading
 import time
 import urllib.parse
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sim" / "lib"))
+import netns  # noqa: E402  (sim/lib/netns.py)
 
 MODEL = "glm-5.1"
 FIXTURES = ("still_serving", "stalled_decode")   # what a scenario's module takes over besides the test_ functions
@@ -101,8 +108,10 @@ def good_chat(edge, timeout=60.0):
     return bool(ok), status, body
 
 
-def admin(edge, path, method="GET", body=None, token=True):
-    return request(edge["admin"] + path, method, body, bearer(edge["admin_token"]) if token else {}, timeout=10)
+def admin(edge, path, method="GET", body=None, token=True, headers=None):
+    """A request to the admin listener, made from the proxy host (edge["admin_node"])."""
+    hdrs = headers if headers is not None else bearer(edge["admin_token"]) if token else {}
+    return netns.in_node(edge["admin_node"], request, edge["admin"] + path, method, body, hdrs, timeout=10)
 
 
 def backends(edge):
@@ -213,8 +222,8 @@ def test_the_admin_token_is_required_when_set(edge):
         return
     for method, path in (("GET", "/a3/backends"), ("GET", "/metrics"), ("POST", "/a3/drain"), ("POST", "/a3/undrain"),
                          ("POST", "/instances/add")):
-        status, _unused, data = request(edge["admin"] + path, method, {"backends": []} if method == "POST" else None,
-                                        {"Authorization": "Bearer not-the-token"}, timeout=10)
+        status, _unused, data = admin(edge, path, method, {"backends": []} if method == "POST" else None,
+                                      headers={"Authorization": "Bearer not-the-token"})
         assert status == 401, (path, status, data[:200])
     status, _unused, _body = admin(edge, "/healthcheck", token=False)
     assert status in (200, 503)
@@ -443,6 +452,7 @@ def edge_settings(root, *extra_files, vault_password_file=None):
     return {
         "proxy": "http://%s:%d" % (ips["p0"], int(values["proxy_port"])),
         "admin": "http://%s:%d" % (values["proxy_admin_bind_host"], int(values["proxy_admin_port"])),
+        "admin_node": "p0",
         "api_key": keys[0] if keys else None,
         "admin_token": values.get("proxy_admin_token") or None,
         "engine_key": values.get("vllm_api_key") or None,

@@ -13,7 +13,10 @@
 # downloads nothing.
 
 NODE_PACKAGES=(systemd systemd-sysv dbus docker.io iptables python3 python3-docker iproute2 procps
-  ca-certificates curl tzdata kmod)
+  ca-certificates curl tzdata kmod keepalived python3-apt)
+# keepalived (and python3-apt, which ansible.builtin.package needs on Debian): the proxy role's virtual IP (proxy_vip);
+# installed here because a node in a network namespace of its own
+# (A3SIM_NET=netns) reaches no package mirror.
 SUB_PACKAGES=(python3 python3-pip python3-venv python-is-python3 git ca-certificates procps iproute2
   numactl curl net-tools haproxy)
 # haproxy: the serving edge of proxy_engine vllm-router. A site runs the official haproxy image there

@@ -301,6 +301,54 @@ def partition_fault(node: str, seconds: float = 40) -> Fault:
                  180, cleanup=cut.cleanup)
 
 
+CLUSTER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cluster.sh")
+
+
+def lose_node(node: str) -> None:
+    """NODE is lost for good, as when it loses power: its link goes first (no FIN or RST reaches anyone), then its
+    container is killed. Needs the nodes in namespaces of their own (A3SIM_NET=netns sim/cluster.sh up)."""
+    subprocess.run([CLUSTER, "link", node, "down"], capture_output=True, check=True, timeout=60)
+    _docker("kill", node)
+
+
+def holds_address(node: str, address: str) -> bool:
+    return (" %s/" % address) in node_sh(node, "ip -o -4 addr show").stdout
+
+
+def run_node_loss(node: str, base_url: str, address: str, heir: str, clients: int = 3, bound: float = 60,
+                  api_key: str | None = None, log=print) -> dict:
+    """Lose NODE for good under load sent to base_url (the proxies' virtual IP `address`), and watch HEIR take the
+    address over. Returns loadgen's summary plus moved_after (seconds from the loss until HEIR holds the address,
+    None if not within bound) and good_after_move (good answers whose request started after the move)."""
+    load = loadgen.Load(base_url, MODEL, clients=clients, timeout=30, max_duration=bound + 60, interval=0.2,
+                        api_key=api_key)
+    load.start()
+    moved_after = None
+    try:
+        if not load.wait_good(count=clients, timeout=60):
+            raise AssertionError("no good answers through %s before the loss" % base_url)
+        fault_at = time.time()
+        log("lose node %s for good at %s" % (node, time.strftime("%H:%M:%S")))
+        lose_node(node)
+        end = time.monotonic() + bound
+        while time.monotonic() < end:
+            if holds_address(heir, address):
+                moved_after = time.time() - fault_at
+                break
+            time.sleep(0.2)
+        if moved_after is not None:
+            mark = time.time()
+            load.wait_good(count=1, timeout=max(1.0, end - time.monotonic()))
+            time.sleep(15)   # and a while of serving after it
+    finally:
+        outcomes = load.stop(abort=False)
+    summary = loadgen.summarize(outcomes, fault_at, name="lose node %s for good" % node)
+    summary.update(moved_after=moved_after, good_after_move=sum(
+        1 for o in outcomes if o.kind == loadgen.GOOD and moved_after is not None and o.start_wall >= mark))
+    log("%s: %s" % (summary["fault"], json.dumps({k: v for k, v in summary.items() if k != "details"})))
+    return summary
+
+
 def wait_healthy(timeout: float, step: float = 2) -> list:
     end = time.monotonic() + timeout
     problems = health_problems()

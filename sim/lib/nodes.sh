@@ -1,12 +1,15 @@
 # shellcheck shell=bash
 # `cluster.sh up|down|status|fault`: the four simulated A3 nodes.
 
-# A node is a container with systemd as PID 1 and its own docker engine, on the host network.
+# A node is a container with systemd as PID 1 and its own docker engine, on the host network (A3SIM_NET=host) or
+# in a network namespace of its own that sim/lib/net.sh plumbs (A3SIM_NET=netns).
 # --privileged fails on this kind of machine (root lacks CAP_SYS_RESOURCE), so: every capability but
 # that one, no seccomp/apparmor confinement, writable /proc/sys and /sys (hugepages), all devices
 # (mknod of the fake Ascend devices, and the nested engine's --device).
+NODE_NETWORK=host
+[ "$NET_MODE" = host ] || NODE_NETWORK=none
 NODE_RUN_FLAGS=(
-  --network host
+  --network "$NODE_NETWORK"
   --cgroupns=host -v /sys/fs/cgroup:/sys/fs/cgroup:rw
   --tmpfs /run --tmpfs /run/lock
   --cap-add ALL --cap-drop SYS_RESOURCE
@@ -34,6 +37,12 @@ node_state() {
   else
     echo missing
   fi
+}
+
+# node_current NAME: its container runs the wanted image in the wanted network mode.
+node_current() {
+  [ "$(node_state "$1")" = "true $NODE_IMAGE" ] &&
+    [ "$(docker container inspect -f '{{index .Config.Labels "a3sim.net"}}' "$(node_container "$1")")" = "$NET_MODE" ]
 }
 
 remove_node() { # NAME
@@ -67,10 +76,10 @@ remove_nodes() {
 remove_stale_nodes() {
   local n state stale=()
   for n in "${NODES[@]}"; do
+    node_current "$n" && continue
     state=$(node_state "$n")
-    [ "$state" = "true $NODE_IMAGE" ] && continue
     if [ "$state" != missing ]; then
-      log "$n: $(node_container "$n") is '$state', replacing it (image wanted: $NODE_IMAGE)"
+      log "$n: $(node_container "$n") is '$state', replacing it (wanted: image $NODE_IMAGE, network $NET_MODE)"
     elif ! docker volume inspect "$(node_volume "$n")" >/dev/null 2>&1; then
       continue
     fi
@@ -83,16 +92,15 @@ start_node() { # NAME -> 0 started, 1 reused
   local name=$1 c v state
   c=$(node_container "$name")
   v=$(node_volume "$name")
-  state=$(node_state "$name")
-  if [ "$state" = "true $NODE_IMAGE" ]; then
-    log "$name: $c runs image $NODE_IMAGE, reused"
+  if node_current "$name"; then
+    log "$name: $c runs image $NODE_IMAGE (network $NET_MODE), reused"
     return 1
   fi
   # (remove_stale_nodes has removed a stale container and its volume)
   docker volume create --label "a3sim.node=$name" "$v" >/dev/null
   docker run -d --name "$c" --hostname "$name" "${NODE_RUN_FLAGS[@]}" \
     -v "$v:/var/lib/docker" \
-    --label "a3sim.node=$name" --label "a3sim.business_ip=${NODE_IP[$name]}" \
+    --label "a3sim.node=$name" --label "a3sim.business_ip=${NODE_IP[$name]}" --label "a3sim.net=$NET_MODE" \
     "$NODE_IMAGE" >/dev/null || die "$name: docker run of $c failed"
   log "$name: $c started"
   return 0
@@ -105,6 +113,10 @@ ensure_lo_ip() { # IP
   if lo_has_ip "$1"; then return 0; fi
   ip addr add "$1/32" dev lo || die "cannot add $1/32 to lo"
   log "lo: added $1/32"
+}
+
+remove_lo_ip() { # IP
+  if lo_has_ip "$1"; then ip addr del "$1/32" dev lo && log "lo: removed $1/32"; fi
 }
 
 write_identity() { # NAME
@@ -189,10 +201,19 @@ cmd_up() {
   cmd_build
   local n started=0
   step "start nodes ${NODES[*]}"
+  # A3SIM_FRESH=1: new nodes even where current ones run (a scenario that must not inherit a previous run's state)
+  if [ "${A3SIM_FRESH:-0}" = 1 ]; then remove_nodes "${NODES[@]}"; fi
   remove_stale_nodes
+  if [ "$NET_MODE" = netns ]; then
+    for n in "${NODES[@]}"; do remove_lo_ip "${NODE_IP[$n]}"; done
+    net_bridge_up
+  else
+    net_bridge_down   # its route would take the business IPs away from lo
+  fi
   for n in "${NODES[@]}"; do
-    ensure_lo_ip "${NODE_IP[$n]}"
+    [ "$NET_MODE" = netns ] || ensure_lo_ip "${NODE_IP[$n]}"
     if start_node "$n"; then started=$((started + 1)); fi
+    [ "$NET_MODE" = host ] || net_plumb "$n"
   done
   for n in "${NODES[@]}"; do write_identity "$n"; done
   wait_nodes_ready
@@ -203,7 +224,7 @@ cmd_up() {
 
 cmd_down() {
   need_root
-  local n ip
+  local n
   # Containers and volumes of an earlier session stay on disk when its engine was ended: start the
   # engine to remove them (and stop it again below, since then this script started it).
   if ! docker_ok && command -v dockerd >/dev/null; then deps_dockerd; fi
@@ -216,12 +237,8 @@ cmd_down() {
   if command -v iptables >/dev/null && iptables -S A3SIM-PART >/dev/null 2>&1; then
     log "partitions: $(python3 "$SIM_LIB/partition.py" heal)"
   fi
-  for n in "${NODES[@]}"; do
-    ip=${NODE_IP[$n]}
-    if lo_has_ip "$ip"; then
-      ip addr del "$ip/32" dev lo && log "lo: removed $ip/32"
-    fi
-  done
+  for n in "${NODES[@]}"; do remove_lo_ip "${NODE_IP[$n]}"; done
+  net_bridge_down
   if [ -e "$REGISTRY_PIDFILE" ]; then
     stop_pidfile "$REGISTRY_PIDFILE" docker-registry "registry"
     # Blobs of earlier pushes of the tag: collected while the registry is stopped (storage stays).

@@ -9,6 +9,9 @@ and packet-filter rules in a chain of our own (A3SIM-PART, jumped to from OUTPUT
 drop what a cut node's processes send to the other nodes' addresses and what the other nodes send to its address.
 Clients on this machine outside the nodes (a load generator, the tests) still reach every node, as clients in front
 of a cut would. TCP connections are not reset: they stall, and go on when the cut heals (as after a real one).
+Nodes in network namespaces of their own (A3SIM_NET=netns, their container's label a3sim.net) send to each other
+over the bridge a3sim-br, so their packets pass FORWARD (br_netfilter) and carry their own source address: the
+same chain, jumped to from FORWARD too, then drops by address, and no cgroup is needed.
 
   partition.py cut NODE      cut NODE off (idempotent)
   partition.py heal [NODE]   heal NODE's cut, or every cut and the chain itself
@@ -43,12 +46,16 @@ def comment(node: str) -> str:
     return "a3sim-cut-" + node
 
 
-def cut_rules(node: str) -> list:
+def cut_rules(node: str, netns: bool = False) -> list:
     """The iptables rule specs (after -A CHAIN) that cut node off: its processes to the others' addresses, the
-    others' processes to its address."""
+    others' processes to its address (netns: its address to theirs, theirs to its)."""
     rules = []
     for other, ip in NODE_IPS.items():
         if other == node:
+            continue
+        if netns:
+            rules.append(["-s", NODE_IPS[node] + "/32", "-d", ip + "/32"])
+            rules.append(["-s", ip + "/32", "-d", NODE_IPS[node] + "/32"])
             continue
         rules.append(["-m", "cgroup", "--cgroup", "0x%08x" % class_id(node), "-d", ip + "/32"])
         rules.append(["-m", "cgroup", "--cgroup", "0x%08x" % class_id(other), "-d", NODE_IPS[node] + "/32"])
@@ -157,25 +164,37 @@ def listing() -> str:
     return done.stdout if done.returncode == 0 else ""
 
 
+HOOKS = ("OUTPUT", "FORWARD")   # where the nodes' packets pass: sharing this machine's namespace, or bridged
+
+
 def ensure_chain() -> None:
     if _run(["iptables", "-S", CHAIN], check=False).returncode != 0:
         _run(["iptables", "-N", CHAIN])
-    if _run(["iptables", "-C", "OUTPUT", "-j", CHAIN], check=False).returncode != 0:
-        _run(["iptables", "-I", "OUTPUT", "1", "-j", CHAIN])
+    for hook in HOOKS:
+        if _run(["iptables", "-C", hook, "-j", CHAIN], check=False).returncode != 0:
+            _run(["iptables", "-I", hook, "1", "-j", CHAIN])
+
+
+def in_netns(node: str) -> bool:
+    """The node runs in a network namespace of its own (sim/lib/net.sh labels its container a3sim.net=netns)."""
+    label = _run(["docker", "inspect", "-f", '{{index .Config.Labels "a3sim.net"}}', NODE_PREFIX + node], check=False)
+    return label.stdout.strip() == "netns"
 
 
 def cut(node: str) -> str:
     ids = container_ids()
     if node not in ids:
         raise PartitionError("node %s (container %s%s) is not running" % (node, NODE_PREFIX, node))
-    seen = classify(ids)
+    netns = in_netns(node)
+    seen = {} if netns else classify(ids)
     ensure_chain()
     if node in cuts_in(listing()):
         return "%s: already cut off" % node
-    for rule in cut_rules(node):
+    for rule in cut_rules(node, netns):
         _run(["iptables", "-A", CHAIN] + rule)
-    return "%s: cut off from %s (%s processes of the nodes classified)" % (
-        node, ", ".join(n for n in NODE_IPS if n != node), ", ".join("%s %d" % kv for kv in sorted(seen.items())))
+    how = ("by address (network namespaces of their own)" if netns else "%s processes of the nodes classified"
+           % ", ".join("%s %d" % kv for kv in sorted(seen.items())))
+    return "%s: cut off from %s (%s)" % (node, ", ".join(n for n in NODE_IPS if n != node), how)
 
 
 def heal(node: str = "") -> str:
@@ -186,8 +205,9 @@ def heal(node: str = "") -> str:
         for rule in rule_lines_of(text, node):
             _run(["iptables", "-D", CHAIN] + rule)
         return "%s: cut healed" % node
-    while _run(["iptables", "-C", "OUTPUT", "-j", CHAIN], check=False).returncode == 0:
-        _run(["iptables", "-D", "OUTPUT", "-j", CHAIN])
+    for hook in HOOKS:
+        while _run(["iptables", "-C", hook, "-j", CHAIN], check=False).returncode == 0:
+            _run(["iptables", "-D", hook, "-j", CHAIN])
     _run(["iptables", "-F", CHAIN])
     _run(["iptables", "-X", CHAIN])
     return "every cut healed (%s)" % (", ".join(cuts_in(text)) or "none was in place")

@@ -29,6 +29,18 @@ def test_cut_rules_drop_both_directions_between_the_node_and_every_other_node_on
                      ("0x00a30002", "127.30.0.14/32"), ("0x00a30003", "127.30.0.14/32")}
 
 
+def test_cut_rules_of_nodes_in_namespaces_of_their_own_drop_by_address_both_ways():
+    rules = partition.cut_rules("p1", netns=True)
+    assert len(rules) == 6
+    assert rules[0] == ["-s", "127.30.0.12/32", "-d", "127.30.0.11/32", "-m", "comment", "--comment", "a3sim-cut-p1",
+                        "-j", "DROP"]
+    assert {(r[1], r[3]) for r in rules} == {
+        ("127.30.0.12/32", "127.30.0.11/32"), ("127.30.0.11/32", "127.30.0.12/32"),
+        ("127.30.0.12/32", "127.30.0.13/32"), ("127.30.0.13/32", "127.30.0.12/32"),
+        ("127.30.0.12/32", "127.30.0.14/32"), ("127.30.0.14/32", "127.30.0.12/32")}
+    assert not any("cgroup" in r for r in rules)
+
+
 LISTING = """-N A3SIM-PART
 -A A3SIM-PART -d 127.30.0.11/32 -m cgroup --cgroup 10682372 -m comment --comment a3sim-cut-d1 -j DROP
 -A A3SIM-PART -d 127.30.0.14/32 -m cgroup --cgroup 10682369 -m comment --comment "a3sim-cut-d1" -j DROP

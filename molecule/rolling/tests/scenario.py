@@ -13,7 +13,7 @@ import yaml
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 VAULT_PASSWORD_FILE = ROOT / "molecule/rolling/vault-pass.txt"
 _ARGS = yaml.safe_load((ROOT / "molecule/rolling/molecule.yml").read_text())["provisioner"]["env"]["CONVERGE_ARGS"]
-VARS_FILES = tuple(re.findall(r"@(molecule/rolling/vars/\S+)", _ARGS))
+VARS_FILES = tuple(re.findall(r"@(\S+\.yml)", _ARGS))
 assert VARS_FILES, "no vars file in molecule/rolling/molecule.yml's CONVERGE_ARGS"
 
 

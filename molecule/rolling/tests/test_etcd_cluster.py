@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT / "sim" / "lib"))
 sys.path.insert(0, str(ROOT / "molecule" / "shared"))
 import faultsuite  # noqa: E402
 import loadgen  # noqa: E402
+import netns  # noqa: E402
 from hostile_suite import bearer, load_vars, request  # noqa: E402
 import scenario  # noqa: E402  (this directory's: the scenario's vars files)
 
@@ -44,7 +45,8 @@ def members():
 
 
 def proxy_metrics():
-    status, _headers, body = request(ADMIN + "/metrics", headers=bearer(SECRETS["proxy_admin_token"]), timeout=10)
+    status, _headers, body = netns.in_node("p0", request, ADMIN + "/metrics",   # from the proxy host
+                                           headers=bearer(SECRETS["proxy_admin_token"]), timeout=10)
     assert status == 200, status
     return {line.split(" ")[0]: line.split(" ")[-1] for line in body.decode().splitlines()
             if line and not line.startswith("#")}

@@ -16,14 +16,15 @@ sys.path.insert(0, str(ROOT / "sim" / "lib"))
 sys.path.insert(0, str(ROOT / "molecule" / "shared"))
 import faultsuite  # noqa: E402
 import loadgen  # noqa: E402
+import netns  # noqa: E402
 from hostile_suite import bearer, load_vars, request  # noqa: E402
 import scenario  # noqa: E402  (this directory's: the scenario's vars files)
 
 SECRETS = load_vars(ROOT / "molecule/rolling/vars/hardened.yml", scenario.VAULT_PASSWORD_FILE)
 HOSTS = load_vars(ROOT / "molecule/rolling/vars/proxies.yml")["a3_proxy_hosts"]
 PROXIES = {h: "http://%s:8088" % faultsuite.NODE_IPS[h] for h in HOSTS}
-# each proxy's admin listener: on its host's loopback (p1's on another loopback address: inventories/sim/hosts.yml)
-ADMIN = {"p0": "http://127.0.0.1:8089", "p1": "http://127.0.0.2:8089"}
+# each proxy's admin listener: p0's on its loopback, p1's on its business IP (inventories/sim/hosts.yml)
+ADMIN = {"p0": "http://127.0.0.1:8089", "p1": "http://127.30.0.12:8089"}
 BACKENDS = {"prefill": 4, "decode": 8}   # vars/layout.yml: 2 + 2 prefill instances, 4 + 4 decode instances
 
 
@@ -39,8 +40,8 @@ def test_each_proxy_answers_with_real_content_and_probes_every_backend():
         status, answer = chat(url)
         assert status == 200 and answer["choices"][0]["message"]["content"], (host, status, answer)
         assert answer["usage"]["completion_tokens"] > 0, (host, answer)
-        status, _headers, raw = request(ADMIN[host] + "/a3/backends", headers=bearer(SECRETS["proxy_admin_token"]),
-                                        timeout=10)
+        status, _headers, raw = netns.in_node(host, request, ADMIN[host] + "/a3/backends",   # from the proxy host
+                                              headers=bearer(SECRETS["proxy_admin_token"]), timeout=10)
         assert status == 200, (host, status)
         seen = json.loads(raw)
         for role, count in BACKENDS.items():

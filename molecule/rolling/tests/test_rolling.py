@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -142,6 +143,44 @@ def test_image_upgrade_rolls_group_by_group_without_a_failed_request():
     assert run.stdout.count("    - already ") == 3 * len(NODES), run.stdout[-6000:]
     assert "    - applied " not in run.stdout
     assert faultsuite.health_problems() == []
+
+
+VIP = load_vars(ROOT / "molecule/rolling/vars/ha.yml")["proxy_vip"]
+ETCD_HOSTS = load_vars(ROOT / "molecule/rolling/vars/etcd.yml")["a3_etcd_hosts"]
+# Bounds of the loss of a node (keepalived's defaults here: advert_int 1 s, so the other proxy host takes the address
+# over about 3.6 s after the last advert; then the proxy ejects the lost node's backends on its probes).
+MOVED_BOUND, FIRST_GOOD_BOUND, BACK_BOUND = 10.0, 30.0, 420
+
+
+def test_losing_the_node_of_the_active_proxy_and_an_etcd_member_keeps_the_chat_answering():
+    """The node that holds the virtual IP (an etcd member and a prefill group's node too) is lost for good, as in a
+    power loss, under load sent to the virtual IP; the other proxy host takes the address over and the chat answers
+    through it. Then the node comes back (its services start by themselves) and does not take the address back."""
+    holders = [h for h in PROXIES if faultsuite.holds_address(h, VIP)]
+    assert len(holders) == 1, holders
+    lost = holders[0]
+    heir = next(h for h in PROXIES if h != lost)
+    assert lost in ETCD_HOSTS
+    row = faultsuite.run_node_loss(lost, "http://%s:8088" % VIP, VIP, heir, clients=3, bound=60, api_key=API_KEY)
+    ROWS["lose the node of the active proxy"] = {k: v for k, v in row.items() if k != "details"}
+    (ROOT / ".cache" / "rolling.json").write_text(json.dumps(ROWS, indent=1))
+    print("\nlose node %s for good under load: %s" % (lost, json.dumps(row)))
+    try:
+        assert row["moved_after"] is not None and row["moved_after"] < MOVED_BOUND, row
+        assert row["first_good_after"] is not None and row["first_good_after"] < FIRST_GOOD_BOUND, row
+        assert row["good_after_move"] >= 2 * 3, row   # two good answers per client at least, after the move
+        assert row["empty_200"] == 0 and row["bad"] == 0, row
+        # a request in flight on the lost node ends with the client's own timeout (nothing is left to answer it):
+        # at most one per client
+        assert row["timeout"] <= 3, row
+    finally:
+        subprocess.run(["docker", "start", faultsuite.NODE_PREFIX + lost], check=True, capture_output=True,
+                       timeout=120)
+        subprocess.run([faultsuite.CLUSTER, "link", lost, "up"], check=True, capture_output=True, timeout=120)
+    t0 = time.monotonic()
+    assert faultsuite.wait_healthy(BACK_BOUND) == []   # every rank, worker and the proxies, with no Ansible run
+    print("%s healthy again %.0f s after its start" % (lost, time.monotonic() - t0))
+    assert faultsuite.holds_address(heir, VIP) and not faultsuite.holds_address(lost, VIP)   # nopreempt
 
 
 def node_has(node, path):

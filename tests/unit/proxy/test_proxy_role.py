@@ -140,3 +140,16 @@ def test_only_the_set_secrets_go_into_the_file(rendered):
 def test_the_bare_upstream_gets_no_wrapper_option(rendered):
     argv, _unused = rendered["bare"]
     assert argv[1] == "load_balance_proxy_server_example.py" and not any(a.startswith("--a3-") for a in argv)
+
+
+def test_keepalived_holds_the_virtual_ip_on_a_proxy_host_only_and_is_removed_when_asked():
+    """proxy_vip_enabled: a proxy host with proxy_vip set runs keepalived; a host that runs no proxy (the retire play)
+    or teardown (proxy_keepalived_remove) removes it, even when proxy_vip comes as an extra var, which no play var
+    can override."""
+    files = ("roles/common/defaults/main.yml", "roles/proxy/defaults/main.yml", "roles/proxy/vars/main.yml")
+    cases = [{"a3": A3, "a3_self": {"is_proxy_host": proxy_host}, "inventory_hostname": "p0", "proxy_vip": vip,
+              **({"proxy_keepalived_remove": remove} if remove is not None else {})}
+             for vip, proxy_host, remove in (("10.0.0.100", True, None), ("10.0.0.100", False, None),
+                                             ("10.0.0.100", True, True), ("", True, None), ("10.0.0.100", True, False))]
+    results = render_role_vars(files, cases, ("proxy_vip_enabled",))
+    assert [r[0] for r in results] == [True, False, False, False, True]
