@@ -11,7 +11,7 @@ Clients on this machine outside the nodes (a load generator, the tests) still re
 of a cut would. TCP connections are not reset: they stall, and go on when the cut heals (as after a real one).
 Nodes in network namespaces of their own (A3SIM_NET=netns, their container's label a3sim.net) send to each other
 over the bridge a3sim-br, so their packets pass FORWARD (br_netfilter) and carry their own source address: the
-same chain, jumped to from FORWARD too, then drops by address, and no cgroup is needed.
+same chain, jumped to from FORWARD instead, then drops by address, and no cgroup is needed.
 
   partition.py cut NODE      cut NODE off (idempotent)
   partition.py heal [NODE]   heal NODE's cut, or every cut and the chain itself
@@ -167,12 +167,18 @@ def listing() -> str:
 HOOKS = ("OUTPUT", "FORWARD")   # where the nodes' packets pass: sharing this machine's namespace, or bridged
 
 
-def ensure_chain() -> None:
+def hook_of(netns: bool) -> str:
+    """The hook that jumps to the chain: FORWARD for bridged nodes, else OUTPUT (where loopback traffic passes; the
+    cgroup match is refused in a chain reachable from FORWARD)."""
+    return "FORWARD" if netns else "OUTPUT"
+
+
+def ensure_chain(netns: bool = False) -> None:
     if _run(["iptables", "-S", CHAIN], check=False).returncode != 0:
         _run(["iptables", "-N", CHAIN])
-    for hook in HOOKS:
-        if _run(["iptables", "-C", hook, "-j", CHAIN], check=False).returncode != 0:
-            _run(["iptables", "-I", hook, "1", "-j", CHAIN])
+    hook = hook_of(netns)
+    if _run(["iptables", "-C", hook, "-j", CHAIN], check=False).returncode != 0:
+        _run(["iptables", "-I", hook, "1", "-j", CHAIN])
 
 
 def in_netns(node: str) -> bool:
@@ -187,7 +193,7 @@ def cut(node: str) -> str:
         raise PartitionError("node %s (container %s%s) is not running" % (node, NODE_PREFIX, node))
     netns = in_netns(node)
     seen = {} if netns else classify(ids)
-    ensure_chain()
+    ensure_chain(netns)
     if node in cuts_in(listing()):
         return "%s: already cut off" % node
     for rule in cut_rules(node, netns):

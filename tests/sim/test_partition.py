@@ -41,6 +41,11 @@ def test_cut_rules_of_nodes_in_namespaces_of_their_own_drop_by_address_both_ways
     assert not any("cgroup" in r for r in rules)
 
 
+def test_the_chain_is_jumped_to_from_forward_for_bridged_nodes_and_from_output_else():
+    # a chain reachable from FORWARD refuses the cgroup match: the shared-namespace rules live behind OUTPUT only
+    assert partition.hook_of(True) == "FORWARD" and partition.hook_of(False) == "OUTPUT"
+
+
 LISTING = """-N A3SIM-PART
 -A A3SIM-PART -d 127.30.0.11/32 -m cgroup --cgroup 10682372 -m comment --comment a3sim-cut-d1 -j DROP
 -A A3SIM-PART -d 127.30.0.14/32 -m cgroup --cgroup 10682369 -m comment --comment "a3sim-cut-d1" -j DROP
