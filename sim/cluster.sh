@@ -66,7 +66,7 @@ main() {
     link)
       need_root
       if [ $# -ne 2 ] || ! is_node "$1"; then die "usage: cluster.sh link NODE down|up"; fi
-      [ "$(docker container inspect -f '{{index .Config.Labels "a3sim.net"}}' "$(node_container "$1")" 2>/dev/null)" = netns ] ||
+      [ "$(node_net "$1")" = netns ] ||
         die "$1: not a node in a network namespace of its own (A3SIM_NET=netns cluster.sh up)"
       case "$2" in
         down) net_cut "$1" && log "$1: link down" ;;

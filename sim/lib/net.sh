@@ -64,11 +64,9 @@ net_plumb() {
   ip link del "$veth" 2>/dev/null || true
   ip link add "$veth" type veth peer name eth0 netns "$pid" || die "$name: cannot add veth $veth"
   ip link set "$veth" master "$BRIDGE" up
-  # arp_notify: eth0 announces its address (gratuitous ARP) as it comes up, so that the others' neighbour caches drop a
-  # former link's MAC address at once (a node plumbed again after a restart or `link up`) instead of after seconds
   nsenter -t "$pid" -n sh -ec "
     ip link set lo up
-    sysctl -qw net.ipv4.conf.all.route_localnet=1 net.ipv4.conf.eth0.route_localnet=1 net.ipv4.conf.eth0.arp_notify=1
+    sysctl -qw net.ipv4.conf.all.route_localnet=1 net.ipv4.conf.eth0.route_localnet=1
     ip addr add $ip/24 dev eth0
     ip link set eth0 up
     ip route replace $NODE_NET dev eth0 table local src $ip" || die "$name: cannot configure eth0 in its namespace"

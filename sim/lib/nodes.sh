@@ -39,11 +39,11 @@ node_state() {
   fi
 }
 
+# node_net NAME: the network mode its container was started in (label a3sim.net; empty without a container).
+node_net() { docker container inspect -f '{{index .Config.Labels "a3sim.net"}}' "$(node_container "$1")" 2>/dev/null; }
+
 # node_current NAME: its container runs the wanted image in the wanted network mode.
-node_current() {
-  [ "$(node_state "$1")" = "true $NODE_IMAGE" ] &&
-    [ "$(docker container inspect -f '{{index .Config.Labels "a3sim.net"}}' "$(node_container "$1")")" = "$NET_MODE" ]
-}
+node_current() { [ "$(node_state "$1")" = "true $NODE_IMAGE" ] && [ "$(node_net "$1")" = "$NET_MODE" ]; }
 
 remove_node() { # NAME
   local c v
