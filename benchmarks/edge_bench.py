@@ -22,9 +22,14 @@ Each relay runs alone on the first CPU (`edge`: haproxy, the wrapper and the rou
 load generator share the second (on a machine with one CPU everything shares it, and the table says so). Per round
 and relay: non-stream chat answers of 16 tokens from 1, 16, 64 and 256 closed-loop clients (answers/s, p50, p99,
 the relay's CPU milliseconds per answer), then streams of 64 tokens from 64 clients (tokens/s relayed, the relay's
-CPU seconds per 1,000 tokens). Every answer is checked (token order, usage, [DONE]); a wrong one counts as an
-error. The table shows the median of the rounds; the JSON keeps every round. "added p50" is the relay's p50 at 1
-client minus twice the direct p50 (a relay makes two backend calls, a prefill and a decode).
+CPU seconds per 1,000 tokens). Then the relay starts again free on every CPU, the fakes and the load too, for the
+same streams: what the machine relays through it (one Python process uses one CPU at most; haproxy and the router
+use every one they get). The fakes and the load run on uvloop (the bench's venv has it) and check an answer with
+two regular expressions rather than a JSON parse per event, so that they cost a few microseconds per token, less
+than any relay. Every answer is checked (token order, usage, [DONE], the first and last events JSON); a wrong one
+counts as an error. The table shows the median of the rounds, and each relay's streamed tokens/s as a multiple of
+the collection's Python proxy's; the JSON keeps every round. "added p50" is the relay's p50 at 1 client minus
+twice the direct p50 (a relay makes two backend calls, a prefill and a decode).
 
 What it does not measure: real engines (their time per token dwarfs the relay's at the seed's scale), the network,
 TLS, and the relays' behaviour under failures (the fault suite does that).
@@ -67,6 +72,7 @@ RELAY_PORT, ADMIN_PORT = 18300, 18399
 CLIENTS = (1, 16, 64, 256)
 STREAM_CLIENTS, STREAM_TOKENS, TOKENS = 64, 64, 16
 ENGINES = ("upstream", "a3proxy", "vllm-router", "edge", "direct")
+HARNESS_PYTHON = [sys.executable]  # main() sets the venv's python
 EDGE_BASE_PORT = 18310   # proxy_router_base_port of the `edge` engine: router, wrapper, discovery, metrics, stats
 
 
@@ -156,12 +162,13 @@ def upstream_script():
 
 
 def pinned(cpu):
+    """A new session, on CPU `cpu` (None: on every CPU)."""
     ncpu = os.cpu_count() or 1
 
     def preexec():
         os.setsid()
         if ncpu > 1:
-            os.sched_setaffinity(0, {cpu % ncpu})
+            os.sched_setaffinity(0, range(ncpu) if cpu is None else {cpu % ncpu})
     return preexec
 
 
@@ -228,6 +235,8 @@ def relay_argv(engine, bins, script):
                    "--a3-router-metrics-port", str(EDGE_BASE_PORT + 3),
                    "--a3-edge-stats", "http://127.0.0.1:%d/stats;csv" % (EDGE_BASE_PORT + 4),
                    "--host", "127.0.0.1", "--port", str(EDGE_BASE_PORT + 1)] + hosts
+        with open(os.path.join(WORK, "edge", "router-args.json"), encoding="utf-8") as handle:
+            wrapper += ["--a3-router-arg=" + arg for arg in json.load(handle)]  # the role's policy and router args
         return ["bash", "-c", 'haproxy -W -db -f "$1" & shift; exec "$@"', "_",
                 os.path.join(WORK, "edge", "haproxy.cfg")] + wrapper
     if engine == "vllm-router":
@@ -241,46 +250,70 @@ def relay_argv(engine, bins, script):
     raise ValueError(engine)
 
 
-def run_load(port, clients, seconds, stream, tokens, direct):
-    out = subprocess.run([sys.executable, FAKES, "load", "http://127.0.0.1:%d" % port, str(clients), str(seconds),
+def run_load(port, clients, seconds, stream, tokens, direct, cpu=1):
+    out = subprocess.run([HARNESS_PYTHON[0], FAKES, "load", "http://127.0.0.1:%d" % port, str(clients), str(seconds),
                           "1" if stream else "0", str(tokens), "1" if direct else "0"],
-                         check=True, capture_output=True, text=True, preexec_fn=pinned(1))
+                         check=True, capture_output=True, text=True, preexec_fn=pinned(cpu))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(engine, bins, script, seconds):
-    """One round of one engine: {"c<N>": {...}, "stream": {...}}."""
+def start_relay(engine, bins, script, cpu):
+    """The relay of `engine` on CPU `cpu` (None: every CPU) once it gives a right answer; None for `direct`."""
     direct = engine == "direct"
-    proc = None
     port = DECODE_PORTS[0] if direct else RELAY_PORT
-    if not direct:
-        proc = start(relay_argv(engine, bins, script), 0, engine)
+    proc = None if direct else start(relay_argv(engine, bins, script), cpu, engine)
+    deadline = time.monotonic() + 60
+    while not chat_ok(port, direct):
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit("%s ended with status %s (see %s/%s.log)" % (engine, proc.returncode, WORK, engine))
+        if time.monotonic() > deadline:
+            if proc is not None:
+                stop(proc)
+            raise SystemExit("%s gave no right answer within 60 s (see %s/%s.log)" % (engine, WORK, engine))
+        time.sleep(0.3)
+    run_load(port, 16, 1, False, TOKENS, direct, cpu=None if cpu is None else 1)  # warm-up
+    return proc
+
+
+def cell(engine, proc, seconds, clients, cpu=1):
+    """One load of one relay: non-stream answers from `clients` clients, or streams ("stream")."""
+    direct = engine == "direct"
+    stream = clients == "stream"
+    cpu0 = cpu_seconds(proc.pid) if proc else 0.0
+    res = run_load(DECODE_PORTS[0] if direct else RELAY_PORT, STREAM_CLIENTS if stream else clients, seconds,
+                   stream, STREAM_TOKENS if stream else TOKENS, direct, cpu)
+    res["cpu"] = (cpu_seconds(proc.pid) - cpu0) if proc else None
+    res["rps"] = res["ok"] / res["seconds"]
+    res["tps"] = res["tokens"] / res["seconds"]
+    log("%-11s %-7s %8.0f answers/s  %9.0f tokens/s  p50 %7.2f ms  p99 %7.2f ms  errors %d" % (
+        engine, ("stream" if stream else "%d cl" % clients) + ("" if cpu is not None else " *"), res["rps"],
+        res["tps"], 1000 * (res["p50"] or 0), 1000 * (res["p99"] or 0), res["errors"]))
+    return res
+
+
+def measure(engine, bins, script, seconds, fakes):
+    """One round of one engine: {"c<N>": {...}, "stream": {...}, "machine": {...}}. The relay first runs alone on
+    the first CPU (the fakes and the load on the second) for every cell; then it runs again free on every CPU, the
+    fakes and the load too, for the streams of "machine" (marked * in the log)."""
+    proc = start_relay(engine, bins, script, 0)
     try:
-        deadline = time.monotonic() + 60
-        while not chat_ok(port, direct):
-            if proc is not None and proc.poll() is not None:
-                raise SystemExit("%s ended with status %s (see %s/%s.log)" % (engine, proc.returncode, WORK, engine))
-            if time.monotonic() > deadline:
-                raise SystemExit("%s gave no right answer within 60 s (see %s/%s.log)" % (engine, WORK, engine))
-            time.sleep(0.3)
-        run_load(port, 16, 1, False, TOKENS, direct)  # warm-up
-        cells = {}
-        for clients in CLIENTS + ("stream",):
-            stream = clients == "stream"
-            n = STREAM_CLIENTS if stream else clients
-            cpu0 = cpu_seconds(proc.pid) if proc else 0.0
-            res = run_load(port, n, seconds, stream, STREAM_TOKENS if stream else TOKENS, direct)
-            res["cpu"] = (cpu_seconds(proc.pid) - cpu0) if proc else None
-            res["rps"] = res["ok"] / res["seconds"]
-            res["tps"] = res["tokens"] / res["seconds"]
-            cells["stream" if stream else "c%d" % clients] = res
-            log("%-11s %-7s %8.0f answers/s  %9.0f tokens/s  p50 %7.2f ms  p99 %7.2f ms  errors %d" % (
-                engine, "stream" if stream else "%d cl" % clients, res["rps"], res["tps"],
-                1000 * (res["p50"] or 0), 1000 * (res["p99"] or 0), res["errors"]))
-        return cells
+        cells = {"c%d" % n: cell(engine, proc, seconds, n) for n in CLIENTS}
+        cells["stream"] = cell(engine, proc, seconds, "stream")
     finally:
         if proc is not None:
             stop(proc)
+    ncpu = os.cpu_count() or 1
+    os.sched_setaffinity(fakes.pid, range(ncpu))
+    try:
+        proc = start_relay(engine, bins, script, None)
+        try:
+            cells["machine"] = cell(engine, proc, seconds, "stream", cpu=None)
+        finally:
+            if proc is not None:
+                stop(proc)
+    finally:
+        os.sched_setaffinity(fakes.pid, {1 % ncpu})
+    return cells
 
 
 def median(rounds, engine, cell, key):
@@ -312,6 +345,14 @@ def table(rounds, engines):
     lines.append("| relay CPU per answer, 256 clients | %s |" % " | ".join(row))
     lines.append("| streamed tokens/s relayed, %d clients × %d tokens | %s |" % (
         STREAM_CLIENTS, STREAM_TOKENS, " | ".join(fmt(median(rounds, e, "stream", "tps"), "") for e in engines)))
+    lines.append("| same, the relay free on every CPU (the fakes and the load too) | %s |" % " | ".join(
+        fmt(median(rounds, e, "machine", "tps"), "") for e in engines))
+    if "a3proxy" in engines:
+        for cell_name, what in (("stream", "one CPU"), ("machine", "every CPU")):
+            ours = median(rounds, "a3proxy", cell_name, "tps")
+            lines.append("| streamed tokens/s ÷ this collection's Python proxy's, %s | %s |" % (what, " | ".join(
+                "—" if e == "direct" or not ours else "%.1fx" % (median(rounds, e, cell_name, "tps") / ours)
+                for e in engines)))
     row = []
     for engine in engines:
         cpu, tokens = median(rounds, engine, "stream", "cpu"), median(rounds, engine, "stream", "tokens")
@@ -348,14 +389,15 @@ def main():
     if "edge" in engines:
         render_edge()
     script = upstream_script() if {"upstream", "a3proxy", "edge"} & set(engines) else None
-    fakes = start([sys.executable, FAKES, "serve"] + ["prefill:%d" % p for p in PREFILL_PORTS] +
+    HARNESS_PYTHON[0] = os.path.join(bins["stack"], "python")  # uvloop: the fakes and the load cost less
+    fakes = start([HARNESS_PYTHON[0], FAKES, "serve"] + ["prefill:%d" % p for p in PREFILL_PORTS] +
                   ["decode:%d" % p for p in DECODE_PORTS], 1, "fakes")
     rounds = []
     try:
         time.sleep(0.5)
         for i in range(args.rounds):
             log("round %d of %d" % (i + 1, args.rounds))
-            rounds.append({engine: measure(engine, bins, script, args.seconds) for engine in engines})
+            rounds.append({engine: measure(engine, bins, script, args.seconds, fakes) for engine in engines})
     finally:
         stop(fakes)
     result = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),

@@ -23,7 +23,9 @@ The load generator checks every answer (status 200, the token order, usage, [DON
 one as an error; its latencies are from sending the request to the last byte of the answer.
 """
 import asyncio
+import functools
 import json
+import re
 import signal
 import sys
 import time
@@ -128,30 +130,42 @@ class Fake(asyncio.Protocol):
                 "usage": usage, "kv_transfer_params": params}
 
     def stream(self, req, chat, n):
-        obj = "chat.completion.chunk" if chat else "text_completion"
-        parts = [b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-                 b"transfer-encoding: chunked\r\n\r\n"]
+        include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+        for block in stream_blocks(chat, n, include_usage):
+            self.transport.write(block)
 
-        def event(payload):
-            data = b"data: " + json.dumps(payload).encode() + b"\n\n"
-            parts.append(b"%x\r\n%s\r\n" % (len(data), data))
 
-        for i in range(n):
-            piece = " w%d" % i
-            choice = ({"index": 0, "delta": {"content": piece}, "finish_reason": None} if chat
-                      else {"index": 0, "text": piece, "finish_reason": None})
-            if i == n - 1:
-                choice["finish_reason"] = "length"
-            event({"id": "cmpl-x", "object": obj, "created": 0, "model": MODEL, "choices": [choice]})
-            if len(parts) >= 8:  # a real engine sends its events as they come: several writes per answer
-                self.transport.write(b"".join(parts))
-                parts.clear()
-        if (req.get("stream_options") or {}).get("include_usage"):
-            event({"id": "cmpl-x", "object": obj, "created": 0, "model": MODEL, "choices": [],
-                   "usage": {"prompt_tokens": 40, "completion_tokens": n, "total_tokens": 40 + n}})
-        data = b"data: [DONE]\n\n"
-        parts.append(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
-        self.transport.write(b"".join(parts))
+@functools.lru_cache(maxsize=64)
+def stream_blocks(chat, n, include_usage):
+    """The bytes of one streamed answer (head, one event per token, the usage event when asked, [DONE]) in the
+    writes a fake makes: 8 events per write, as a real engine sends its events as they come (several writes per
+    answer). The same arguments give the same bytes, so they are made once: what a fake costs per token is then
+    the writes alone, not a json.dumps per event."""
+    obj = "chat.completion.chunk" if chat else "text_completion"
+    blocks, parts = [], [b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+                         b"transfer-encoding: chunked\r\n\r\n"]
+
+    def event(payload):
+        data = b"data: " + json.dumps(payload).encode() + b"\n\n"
+        parts.append(b"%x\r\n%s\r\n" % (len(data), data))
+
+    for i in range(n):
+        piece = " w%d" % i
+        choice = ({"index": 0, "delta": {"content": piece}, "finish_reason": None} if chat
+                  else {"index": 0, "text": piece, "finish_reason": None})
+        if i == n - 1:
+            choice["finish_reason"] = "length"
+        event({"id": "cmpl-x", "object": obj, "created": 0, "model": MODEL, "choices": [choice]})
+        if len(parts) >= 8:
+            blocks.append(b"".join(parts))
+            parts.clear()
+    if include_usage:
+        event({"id": "cmpl-x", "object": obj, "created": 0, "model": MODEL, "choices": [],
+               "usage": {"prompt_tokens": 40, "completion_tokens": n, "total_tokens": 40 + n}})
+    data = b"data: [DONE]\n\n"
+    parts.append(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
+    blocks.append(b"".join(parts))
+    return tuple(blocks)
 
 
 async def serve(specs):
@@ -186,87 +200,139 @@ def request_bytes(host, port, stream, max_tokens, direct):
             b"content-length: %d\r\n\r\n%s" % (host.encode(), port, len(data), data))
 
 
-async def read_answer(reader):
-    """(status, body bytes) of one HTTP/1.1 answer (content-length or chunked)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ")[1])
-    length, chunked = None, False
-    for line in lines[1:]:
-        name, _sep, value = line.partition(":")
-        name = name.strip().lower()
-        if name == "content-length":
-            length = int(value)
-        elif name == "transfer-encoding" and "chunked" in value.lower():
-            chunked = True
-    if chunked:
-        parts = []
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            if size == 0:
-                await reader.readuntil(b"\r\n")
-                break
-            parts.append(await reader.readexactly(size + 2))
-        return status, b"".join(p[:-2] for p in parts)
-    return status, (await reader.readexactly(length) if length else b"")
+def dechunk(buf, pos):
+    """(body, end) of a chunked body that starts at buf[pos], or None while it is incomplete."""
+    parts = []
+    while True:
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            return None
+        size = int(bytes(buf[pos:eol]).split(b";")[0], 16)
+        if size == 0:
+            return (b"".join(parts), eol + 4) if len(buf) >= eol + 4 else None
+        if len(buf) < eol + 4 + size:
+            return None
+        parts.append(bytes(buf[eol + 2:eol + 2 + size]))
+        pos = eol + 4 + size
+
+
+class Answer(asyncio.Protocol):
+    """One keep-alive client connection: answers come as (status, body) through an asyncio queue. The bytes are
+    gathered as they come and parsed once an answer looks complete, so that the load generator's cost per streamed
+    token is small next to a relay's (an await per chunk was most of it)."""
+
+    def __init__(self):
+        self.buf, self.head, self.answers, self.transport = bytearray(), None, asyncio.Queue(), None
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def connection_lost(self, exc):
+        self.answers.put_nowait(None)
+
+    def data_received(self, data):
+        self.buf += data
+        while self.buf:
+            if self.head is None:
+                end = self.buf.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
+                length, chunked = 0, False
+                for line in lines[1:]:
+                    name, _sep, value = line.partition(":")
+                    name = name.strip().lower()
+                    if name == "content-length":
+                        length = int(value)
+                    elif name == "transfer-encoding" and "chunked" in value.lower():
+                        chunked = True
+                self.head = (int(lines[0].split(" ")[1]), end + 4, None if chunked else length)
+            status, start, length = self.head
+            if length is None:
+                if not self.buf.endswith(b"0\r\n\r\n"):
+                    return
+                done = dechunk(self.buf, start)
+                if done is None:
+                    return
+                body, end = done
+            else:
+                if len(self.buf) < start + length:
+                    return
+                body, end = bytes(self.buf[start:start + length]), start + length
+            del self.buf[:end]
+            self.head = None
+            self.answers.put_nowait((status, body))
+
+
+PIECE = re.compile(rb'"content":\s*"((?:[^"\\]|\\.)*)"')
+COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
+DONE = b"data: [DONE]"
+
+
+@functools.lru_cache(maxsize=8)
+def wanted(n):
+    return [b" w%d" % i for i in range(n)]
 
 
 def check(status, body, stream, n):
-    """Token count of a right answer, or None."""
+    """Token count of a right answer, or None. A right answer: status 200; its content pieces, in order, are
+    " w0" ... " w<n-1>"; its usage says n completion tokens; a stream ends with "data: [DONE]", and its first and
+    last events are JSON (the pieces and the usage are read with two regular expressions over the whole body
+    rather than a JSON parse per event, which would cost the load generator more than the relays it measures)."""
     if status != 200 or not body:
         return None
-    want = "".join(" w%d" % i for i in range(n))
     try:
         if not stream:
             obj = json.loads(body)
-            ok = obj["choices"][0]["message"]["content"] == want and obj["usage"]["completion_tokens"] == n
+            ok = obj["choices"][0]["message"]["content"] == "".join(" w%d" % i for i in range(n)) and \
+                obj["usage"]["completion_tokens"] == n
             return n if ok else None
-        text, usage, done = [], None, False
-        for event in body.split(b"\n\n"):
-            event = event.strip()
-            if not event:
-                continue
-            data = event[len(b"data: "):] if event.startswith(b"data: ") else event
-            if data == b"[DONE]":
-                done = True
-                continue
-            obj = json.loads(data)
-            if obj.get("usage") and not obj.get("choices"):
-                usage = obj["usage"]["completion_tokens"]
-            for choice in obj.get("choices") or []:
-                text.append((choice.get("delta") or {}).get("content") or "")
-        return n if (done and "".join(text) == want and usage == n) else None
+        body = body.rstrip()
+        if not body.endswith(DONE):
+            return None
+        events = body[:-len(DONE)].rstrip().split(b"\n\n")
+        for event in (events[0], events[-1]):
+            if not event.startswith(b"data: "):
+                return None
+            json.loads(event[len(b"data: "):])
+        usage = COMPLETION_TOKENS.findall(body)
+        if not usage or any(int(u) != n for u in usage):
+            return None
+        return n if PIECE.findall(body) == wanted(n) else None
     except (ValueError, KeyError, IndexError, TypeError):
         return None
 
 
 async def client(host, port, payload, stream, n, deadline, lat, stats):
-    reader = writer = None
+    loop = asyncio.get_running_loop()
+    conn = None
     while time.monotonic() < deadline:
-        if writer is None:
+        if conn is None:
             try:
-                reader, writer = await asyncio.open_connection(host, port, limit=1 << 22)
+                conn = (await loop.create_connection(Answer, host, port))[1]
             except OSError:
                 stats["errors"] += 1
                 await asyncio.sleep(0.05)
                 continue
         t0 = time.monotonic()
         try:
-            writer.write(payload)
-            status, body = await asyncio.wait_for(read_answer(reader), 60)
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
+            conn.transport.write(payload)
+            answer = await asyncio.wait_for(conn.answers.get(), 60)
+        except (OSError, asyncio.TimeoutError, ValueError):
+            answer = None
+        if answer is None:
             stats["errors"] += 1
-            writer.close()
-            writer = None
+            conn.transport.close()
+            conn = None
             continue
-        tokens = check(status, body, stream, n)
+        tokens = check(answer[0], answer[1], stream, n)
         if tokens is None:
             stats["errors"] += 1
             continue
         lat.append(time.monotonic() - t0)
         stats["tokens"] += tokens
-    if writer is not None:
-        writer.close()
+    if conn is not None:
+        conn.transport.close()
 
 
 async def load(url, clients, seconds, stream, n, direct):
@@ -287,14 +353,24 @@ async def load(url, clients, seconds, stream, n, direct):
             "p50": pct(0.50), "p99": pct(0.99)}
 
 
+def run(main_coro):
+    """asyncio.run, on uvloop's loop when the interpreter has it (edge_bench runs the fakes and the load with its
+    venv's python, which has it: a cheaper harness leaves more of the machine to the relay under test)."""
+    try:
+        import uvloop  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return asyncio.run(main_coro)
+    return uvloop.run(main_coro)
+
+
 def main(argv):
     if argv[:1] == ["serve"]:
-        asyncio.run(serve(argv[1:]))
+        run(serve(argv[1:]))
         return 0
     if argv[:1] == ["load"]:
         url, clients, seconds, stream, n = argv[1], int(argv[2]), float(argv[3]), argv[4] == "1", int(argv[5])
         direct = len(argv) > 6 and argv[6] == "1"
-        print(json.dumps(asyncio.run(load(url, clients, seconds, stream, n, direct))), flush=True)
+        print(json.dumps(run(load(url, clients, seconds, stream, n, direct))), flush=True)
         return 0
     sys.stderr.write(__doc__)
     return 2

@@ -99,9 +99,16 @@ def check_engine(h, ctx):
         h.error("proxy_engine", "vllm-router", "the wrapper (a3_proxy.py) starts the router and registers the "
                 "healthy backends with it, but proxy_wrapper is false: set proxy_wrapper to true, or proxy_engine "
                 "to upstream")
-    check_flag_dict(h, "proxy_router_args", "vllm-router", "request-timeout-secs: 600", False,
-                    lambda flag: "the role sets --%s itself (from the topology and the proxy_* variables): remove "
-                    "it" % flag if flag in ROUTER_FLAGS else None)
+    check_flag_dict(h, "proxy_router_args", "vllm-router", "request-timeout-secs: 600", False, _router_flag_owner)
+
+
+def _router_flag_owner(flag):
+    """Why proxy_router_args may not set this router flag, or None when it may."""
+    if flag == "policy":
+        return "the role sets --policy from proxy_router_policy: set that instead (round_robin, cache_aware or random)"
+    if flag in ROUTER_FLAGS:
+        return "the role sets --%s itself (from the topology and the proxy_* variables): remove it" % flag
+    return None
 
 
 @reads("proxy_relay_capacity", "proxy_router_relay_capacity", "proxy_engine", "proxy_tokens_per_sequence",

@@ -153,3 +153,19 @@ def test_keepalived_holds_the_virtual_ip_on_a_proxy_host_only_and_is_removed_whe
                                              ("10.0.0.100", True, True), ("", True, None), ("10.0.0.100", True, False))]
     results = render_role_vars(files, cases, ("proxy_vip_enabled",))
     assert [r[0] for r in results] == [True, False, False, False, True]
+
+
+def test_the_router_gets_the_policy_then_the_sites_flags_and_the_wrapper_parses_them():
+    """proxy_router_wrapper_args: the wrapper's own router options, then --policy from proxy_router_policy (default
+    round_robin), then proxy_router_args, each as --a3-router-arg=ARG; the wrapper hands them to the router in that
+    order after its own flags."""
+    files = ("roles/common/defaults/main.yml", "roles/proxy/defaults/main.yml", "roles/proxy/vars/main.yml")
+    base = {"a3": A3, "a3_self": {"is_proxy_host": True}, "inventory_hostname": "p0", "a3_work_dir": "/w"}
+    cases = [base, {**base, "proxy_router_policy": "cache_aware", "proxy_router_args": {"request-timeout-secs": 600}}]
+    results = render_role_vars(files, cases, ("proxy_router_wrapper_args",))
+    tails = []
+    for (args,) in results:
+        ours, rest = cli.split_argv(args)
+        assert rest == [] and ours.a3_engine == "vllm-router", args
+        tails.append(ours.a3_router_arg)
+    assert tails == [["--policy", "round_robin"], ["--policy", "cache_aware", "--request-timeout-secs", "600"]]

@@ -1411,8 +1411,18 @@ def test_the_router_engine_needs_the_wrapper():
 def test_the_router_flags_the_wrapper_sets_are_refused():
     one(seed(proxy_engine="vllm-router", proxy_router_args={"api-key": "x"}), prefix="p0",
         must=("proxy_router_args", "--api-key", "remove it"))
+    one(seed(proxy_engine="vllm-router", proxy_router_args={"policy": "cache_aware"}), prefix="p0",
+        must=("proxy_router_args", "--policy from proxy_router_policy", "set that instead"))
     ok = seed(proxy_engine="vllm-router", proxy_router_args={"request-timeout-secs": 600})
     assert [e for e in V.validate(ok)[0] if "proxy_router_args" in e] == []
+
+
+def test_the_router_policy_is_one_the_router_can_use():
+    one(seed(proxy_engine="vllm-router", proxy_router_policy="power_of_two"),
+        must=("proxy_router_policy", "power_of_two", "round_robin"))
+    for policy in ("round_robin", "cache_aware", "random"):
+        assert [e for e in V.validate(seed(proxy_engine="vllm-router", proxy_router_policy=policy))[0]
+                if "proxy_router_policy" in e] == [], policy
 
 
 def test_the_router_ports_must_not_overlap_the_hosts_other_ports():
