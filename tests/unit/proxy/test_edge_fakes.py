@@ -63,8 +63,9 @@ def test_events_a_relay_rewrites_still_check():
     out = []
     for event in events_of(body):
         data = event[len(b"data: "):]
-        out.append(data if data == b"[DONE]" else json.dumps(json.loads(data), separators=(",", ":"),
-                                                                  sort_keys=True).encode())
+        if data != b"[DONE]":
+            data = json.dumps(json.loads(data), separators=(",", ":"), sort_keys=True).encode()
+        out.append(data)
     assert F.check(200, b"".join(b"data: " + d + b"\n\n" for d in out), True, 4) == 4
 
 
