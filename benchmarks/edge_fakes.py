@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fast fake engines and a load generator for benchmarks/edge_bench.py (standard library only).
+"""Fast fake engines and a load generator for benchmarks/edge_bench.py (standard library only; on uvloop's loop
+when the interpreter has it).
 
 The fakes speak the two-step prefill/decode protocol exactly as the simulated engine (sim/engine/vllm_sim) and a
 vLLM-Ascend engine with the Mooncake connector do, and cost next to nothing, so that a benchmark measures only what
@@ -19,8 +20,9 @@ stands between the clients and them:
   edge_fakes.py load URL CLIENTS SECONDS STREAM MAX_TOKENS [DIRECT]
                                           closed-loop clients on keep-alive connections; prints one JSON line
 
-The load generator checks every answer (status 200, the token order, usage, [DONE] on a stream) and counts a wrong
-one as an error; its latencies are from sending the request to the last byte of the answer.
+The load generator checks every answer (status 200, the token order, usage, [DONE] and JSON first and last events on a
+stream) and counts a wrong one as an error; its latencies are from sending the request to the last byte of the
+answer. Both sides are built to cost a few microseconds per streamed token, less than any relay they measure.
 """
 import asyncio
 import functools
