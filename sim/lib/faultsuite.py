@@ -318,8 +318,12 @@ def holds_address(node: str, address: str) -> bool:
 def run_node_loss(node: str, base_url: str, address: str, heir: str, clients: int = 3, bound: float = 60,
                   api_key: str | None = None, log=print) -> dict:
     """Lose NODE for good under load sent to base_url (the proxies' virtual IP `address`), and watch HEIR take the
-    address over. Returns loadgen's summary plus moved_after (seconds from the loss until HEIR holds the address,
-    None if not within bound) and good_after_move (good answers whose request started after the move)."""
+    address over. After the move the load runs until 2 more good answers per client arrived (at most `bound` s) and
+    5 s more: the lost node's engines stay in the other proxy's rotation until its probes take them out, and the
+    requests a relay sends them until then fail. Returns loadgen's summary plus moved_after (seconds from the loss
+    until HEIR holds the address, None if not within bound), good_after_move (good answers whose request started
+    after the move) and last_failure_after (seconds from the loss to the start of the last request that got no good
+    answer; None if every one did)."""
     load = loadgen.Load(base_url, MODEL, clients=clients, timeout=30, max_duration=bound + 60, interval=0.2,
                         api_key=api_key)
     load.start()
@@ -339,12 +343,15 @@ def run_node_loss(node: str, base_url: str, address: str, heir: str, clients: in
         if moved_after is not None:
             mark = time.time()
             load.wait_good(count=1, timeout=max(1.0, end - time.monotonic()))
-            time.sleep(15)   # and a while of serving after it
+            load.wait_good(count=2 * clients, timeout=bound)
+            time.sleep(5)   # and a while of serving after it
     finally:
         outcomes = load.stop(abort=False)
     summary = loadgen.summarize(outcomes, fault_at, name="lose node %s for good" % node)
+    failed = [o.start_wall - fault_at for o in outcomes if o.kind != loadgen.GOOD and o.start_wall >= fault_at]
     summary.update(moved_after=moved_after, good_after_move=sum(
-        1 for o in outcomes if o.kind == loadgen.GOOD and moved_after is not None and o.start_wall >= mark))
+        1 for o in outcomes if o.kind == loadgen.GOOD and moved_after is not None and o.start_wall >= mark),
+        last_failure_after=max(failed) if failed else None)
     log("%s: %s" % (summary["fault"], json.dumps({k: v for k, v in summary.items() if k != "details"})))
     return summary
 
