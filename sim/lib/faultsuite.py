@@ -316,14 +316,14 @@ def holds_address(node: str, address: str) -> bool:
 
 
 def run_node_loss(node: str, base_url: str, address: str, heir: str, clients: int = 3, bound: float = 60,
-                  api_key: str | None = None, log=print) -> dict:
+                  api_key: str | None = None, observe: float = 0, log=print) -> dict:
     """Lose NODE for good under load sent to base_url (the proxies' virtual IP `address`), and watch HEIR take the
-    address over. After the move the load runs until 2 more good answers per client arrived (at most `bound` s) and
-    5 s more: the lost node's engines stay in the other proxy's rotation until its probes take them out, and the
-    requests a relay sends them until then fail. Returns loadgen's summary plus moved_after (seconds from the loss
-    until HEIR holds the address, None if not within bound), good_after_move (good answers whose request started
-    after the move) and last_failure_after (seconds from the loss to the start of the last request that got no good
-    answer; None if every one did)."""
+    address over. After the move the load runs until 2 more good answers per client arrived (at most `bound` s), 5 s
+    more, and at least until `observe` s after the loss: the lost node's engines stay in the other proxy's rotation
+    until its probes take them out, and the requests a relay sends them until then fail. Returns loadgen's summary
+    plus moved_after (seconds from the loss until HEIR holds the address, None if not within bound), good_after_move
+    (good answers whose request started after the move) and last_failure_after (seconds from the loss to the start of
+    the last request that got no good answer; None if every one did)."""
     load = loadgen.Load(base_url, MODEL, clients=clients, timeout=30, max_duration=bound + 60, interval=0.2,
                         api_key=api_key)
     load.start()
@@ -344,7 +344,7 @@ def run_node_loss(node: str, base_url: str, address: str, heir: str, clients: in
             mark = time.time()
             load.wait_good(count=1, timeout=max(1.0, end - time.monotonic()))
             load.wait_good(count=2 * clients, timeout=bound)
-            time.sleep(5)   # and a while of serving after it
+            time.sleep(max(5.0, fault_at + observe - time.time()))   # and a while of serving after it
     finally:
         outcomes = load.stop(abort=False)
     summary = loadgen.summarize(outcomes, fault_at, name="lose node %s for good" % node)
