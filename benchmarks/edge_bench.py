@@ -161,14 +161,18 @@ def upstream_script():
     return target
 
 
+def cpu_set(cpu):
+    """CPU `cpu` of this machine (wrapping around on a smaller one), or every CPU for None."""
+    ncpu = os.cpu_count() or 1
+    return range(ncpu) if cpu is None else {cpu % ncpu}
+
+
 def pinned(cpu):
     """A new session, on CPU `cpu` (None: on every CPU)."""
-    ncpu = os.cpu_count() or 1
-
     def preexec():
         os.setsid()
-        if ncpu > 1:
-            os.sched_setaffinity(0, range(ncpu) if cpu is None else {cpu % ncpu})
+        if (os.cpu_count() or 1) > 1:
+            os.sched_setaffinity(0, cpu_set(cpu))
     return preexec
 
 
@@ -302,8 +306,7 @@ def measure(engine, bins, script, seconds, fakes):
     finally:
         if proc is not None:
             stop(proc)
-    ncpu = os.cpu_count() or 1
-    os.sched_setaffinity(fakes.pid, range(ncpu))
+    os.sched_setaffinity(fakes.pid, cpu_set(None))
     try:
         proc = start_relay(engine, bins, script, None)
         try:
@@ -312,7 +315,7 @@ def measure(engine, bins, script, seconds, fakes):
             if proc is not None:
                 stop(proc)
     finally:
-        os.sched_setaffinity(fakes.pid, {1 % ncpu})
+        os.sched_setaffinity(fakes.pid, cpu_set(1))
     return cells
 
 

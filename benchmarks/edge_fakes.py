@@ -44,6 +44,17 @@ def _json(status, obj, reason=None):
     return head.encode() + body
 
 
+def parse_head(head):
+    """(start line, {lower-case header name: stripped value}) of an HTTP/1.1 message's head (bytes, without the blank
+    line that ends it): what the fakes read of a request and the load generator of an answer."""
+    lines = bytes(head).decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _sep, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return lines[0], headers
+
+
 def _error(message):
     return _json(400, {"error": {"message": message, "type": "BadRequestError", "code": 400}})
 
@@ -64,20 +75,13 @@ class Fake(asyncio.Protocol):
             end = self.buf.find(b"\r\n\r\n")
             if end < 0:
                 return
-            head = self.buf[:end].decode("latin-1").split("\r\n")
-            length, rid = 0, "req"
-            for line in head[1:]:
-                name, _sep, value = line.partition(":")
-                name = name.strip().lower()
-                if name == "content-length":
-                    length = int(value)
-                elif name == "x-request-id":
-                    rid = value.strip()
+            start, headers = parse_head(self.buf[:end])
+            length, rid = int(headers.get("content-length", 0)), headers.get("x-request-id", "req")
             if len(self.buf) < end + 4 + length:
                 return
             body = self.buf[end + 4:end + 4 + length]
             self.buf = self.buf[end + 4 + length:]
-            method, path = head[0].split(" ")[:2]
+            method, path = start.split(" ")[:2]
             self.answer(method, path, body, rid)
 
     def answer(self, method, path, body, rid):
@@ -239,16 +243,10 @@ class Answer(asyncio.Protocol):
                 end = self.buf.find(b"\r\n\r\n")
                 if end < 0:
                     return
-                lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
-                length, chunked = 0, False
-                for line in lines[1:]:
-                    name, _sep, value = line.partition(":")
-                    name = name.strip().lower()
-                    if name == "content-length":
-                        length = int(value)
-                    elif name == "transfer-encoding" and "chunked" in value.lower():
-                        chunked = True
-                self.head = (int(lines[0].split(" ")[1]), end + 4, None if chunked else length)
+                start, headers = parse_head(self.buf[:end])
+                chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+                self.head = (int(start.split(" ")[1]), end + 4,
+                             None if chunked else int(headers.get("content-length", 0)))
             status, start, length = self.head
             if length is None:
                 if not self.buf.endswith(b"0\r\n\r\n"):
