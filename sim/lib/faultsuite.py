@@ -39,6 +39,7 @@ CONTAINER, PROXY_CONTAINER, EDGE_CONTAINER = "yr_glm5", "yr_glm5_proxy", "yr_glm
 # The engine processes inside yr_glm5 (`python3 -m vllm_sim serve ...`, started by the `vllm` shim). Anchored
 # at the start of the command line, so that the `bash -c` running pgrep/pkill never matches itself.
 ENGINE_PATTERN = "^[^ ]*python[0-9.]* -m vllm_sim serve"
+CANARY_STATE = "/var/lib/ascend-vllm-pd/supervise/ascend-vllm.service.jsonl.canary"   # the engines' canary's state
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -115,6 +116,25 @@ def health_problems() -> list:
     if http_status(PROXY + "/healthcheck") != 200:
         problems.append("proxy /healthcheck")
     return problems
+
+
+def canary_state(node: str) -> dict:
+    """What the node's engine canary recorded of the engines' current start ({} when it has none): "answered" lists
+    the local ranks it saw answer /health, "held" names a peer that holds the DP group."""
+    out = node_sh(node, "cat %s" % CANARY_STATE).stdout
+    try:
+        state = json.loads(out)
+    except ValueError:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def canary_unseen() -> list:
+    """The nodes whose canary has not yet seen their rank serve in its current start (empty list = every one has).
+    The canary restarts a frozen rank after vllm_down_grace only once it saw it answer /health; a rank frozen before
+    that counts as never served, and waits for the start timeout. A fault that freezes must wait for this."""
+    return ["%s's canary has not seen its rank serve since its start" % node for node, ip in NODE_IPS.items()
+            if "http://%s:%d" % (ip, API_PORT) not in canary_state(node).get("answered", [])]
 
 
 def engine_pids(node: str) -> str:
@@ -356,12 +376,13 @@ def run_node_loss(node: str, base_url: str, address: str, heir: str, clients: in
     return summary
 
 
-def wait_healthy(timeout: float, step: float = 2) -> list:
+def wait_healthy(timeout: float, step: float = 2, problems_now: Callable[[], list] = health_problems) -> list:
+    """Wait until problems_now() is empty, at most timeout s; returns what it said last."""
     end = time.monotonic() + timeout
-    problems = health_problems()
+    problems = problems_now()
     while problems and time.monotonic() < end:
         time.sleep(step)
-        problems = health_problems()
+        problems = problems_now()
     return problems
 
 
@@ -369,7 +390,7 @@ def run_fault(fault: Fault, clients: int = 3, settle: float = 5, log=print, api_
     """One fault under load. Returns loadgen's summary plus: healed (bool), healed_after (s from the
     fault until healthy with the part replaced and a good answer after that), manual_steps (0),
     problems (what was still wrong at the bound), precondition (problems before the fault)."""
-    before = wait_healthy(240)
+    before = wait_healthy(240) or wait_healthy(60, problems_now=canary_unseen)
     if before:
         return {"fault": fault.name, "precondition": before, "healed": False, "healed_after": None,
                 "manual_steps": 0, "sent": 0}

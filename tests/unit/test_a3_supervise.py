@@ -280,7 +280,10 @@ def test_record_and_planned_marker_round_trip(tmp_path, monkeypatch, capsys):
     sup.main(["stop-mark", "--record", record, "--mainpid=1234"])
     sup.main(["record", "--unit", "u.service", "--record", record, "--restarts", "1", "--window-min", "10"])
     events = sup.read_record(record)
-    assert events[-1]["planned"] is True and not os.path.exists(record + ".planned")
+    assert events[-1]["planned"] is True and events[-1]["reset"] is True and not os.path.exists(record + ".planned")
+    # the planned restart started the count afresh (as it reset systemd's start limit): the next crash is the 1st
+    sup.main(["record", "--unit", "u.service", "--record", record, "--restarts", "1", "--window-min", "10"])
+    assert "unplanned exit 1 of 1" in capsys.readouterr().out
     # a second crash goes over the limit of 1: the message says systemd gives up
     sup.main(["record", "--unit", "u.service", "--record", record, "--restarts", "1", "--window-min", "10"])
     assert "crash loop: 2 unplanned exits" in capsys.readouterr().out
@@ -346,7 +349,12 @@ def test_a_stop_during_the_back_off_is_no_crash(tmp_path, capsys, monkeypatch):
     record = str(tmp_path / "r.jsonl")
     _crashes(record, 3, time.time())
 
+    stops = []
+
     def killed(delay):  # the stop arrives while it sleeps: ExecStopPost runs before the sleep returns
+        if stops:       # (record's own systemctl call sleeps too, with this module's time patched)
+            return
+        stops.append(delay)
         monkeypatch.setenv("SERVICE_RESULT", "signal")
         monkeypatch.setenv("EXIT_CODE", "killed")
         monkeypatch.setenv("EXIT_STATUS", "15")
@@ -355,7 +363,8 @@ def test_a_stop_during_the_back_off_is_no_crash(tmp_path, capsys, monkeypatch):
     sup.main(["backoff", "--record", record, "--base", "2", "--max", "60"])
     events = sup.read_record(record)
     assert events[-1]["planned"] is True and "never ran" in events[-1]["reason"], events[-1]
-    assert len(sup.crashes_within(events, time.time(), 600)) == 3
+    # the stop was asked for: it reset systemd's start limit, and the crash count starts afresh with it
+    assert events[-1]["reset"] is True and sup.crashes_within(events, time.time(), 600) == []
     assert sup.backoff_delay(events, time.time(), 2, 60, 600) == 0.0  # the restart starts at once
     # a start that timed out in its back-off is a failed start, and counts
     with open(record + ".backoff", "w") as fh:

@@ -326,10 +326,26 @@ def test_record_a_planned_stop(clock, env, runs, tmp_path, capsys):
     env(result="success", code="killed", status="TERM")
     assert _record(record) == 0
     assert sup.read_record(record) == [{"t": 1000.0, "event": "exit", "planned": True, "result": "success",
-                                        "code": "killed", "status": "TERM",
+                                        "code": "killed", "status": "TERM", "reset": True,
                                         "reason": "planned stop (systemctl stop/restart)"}]
     assert capsys.readouterr().out == "u.service: planned stop (systemctl stop/restart)\n"
     assert not os.path.exists(record + ".planned") and not os.path.exists(record + ".backoff")
+    # a planned restart does not use up the crash loop's allowance: systemd's start-limit counter starts afresh
+    assert runs == [(["systemctl", "reset-failed", "u.service"],
+                     {"check": False, "timeout": 30, "stdout": -3, "stderr": -3})]
+
+
+def test_record_the_stop_of_the_canarys_restart_for_the_units_own_failure(clock, env, runs, tmp_path, capsys):
+    record = str(tmp_path / "u.jsonl")
+    sup.append_record(record, {"t": 990.0, "event": "canary", "planned": False, "reason": "stopped serving"})
+    Path(record + ".planned").write_text("1")
+    env(result="success", code="killed", status="TERM")
+    assert _record(record) == 0
+    assert sup.read_record(record)[-1] == {"t": 1000.0, "event": "exit", "planned": True, "result": "success",
+                                           "code": "killed", "status": "TERM",
+                                           "reason": "planned stop (systemctl stop/restart)"}
+    assert runs == []       # that restart counts towards the crash loop, as a crash does
+    assert capsys.readouterr().out == "u.service: planned stop (systemctl stop/restart)\n"
 
 
 def test_record_a_stop_during_the_back_off(clock, env, runs, tmp_path, capsys):
@@ -338,7 +354,7 @@ def test_record_a_stop_during_the_back_off(clock, env, runs, tmp_path, capsys):
     env(result="signal", code="killed", status="TERM")
     assert _record(record) == 0
     assert sup.read_record(record) == [{"t": 1000.0, "event": "exit", "planned": True, "result": "signal",
-                                        "code": "killed", "status": "TERM",
+                                        "code": "killed", "status": "TERM", "reset": True,
                                         "reason": "stopped during its restart back-off (the process never ran)"}]
     assert capsys.readouterr().out == "u.service: stopped during its restart back-off (the process never ran)\n"
 

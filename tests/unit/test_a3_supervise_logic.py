@@ -77,9 +77,35 @@ def test_read_record_reads_utf8(tmp_path):
     ([crash(500), peer(600), crash(600), crash(601)], [crash(601)]),    # at the peer's time: not after it
     ([peer(600), crash(500), peer(550), crash(560)], []),       # the newest peer exit decides
     ([{"t": 700, "planned": False}], [{"t": 700, "planned": False}]),
+    ([crash(500), dict(planned(600), reset=True), crash(700)], [crash(700)]),   # ... and after a planned stop's reset
+    ([crash(500), dict(planned(600), reset=True), crash(600)], []),
+    ([crash(500), dict(crash(600), reset=True), crash(700)], [crash(700)]),     # whatever the event that reset it
 ])
-def test_crashes_within_counts_own_unplanned_exits_in_the_window_after_the_last_peer_exit(events, expected):
+def test_crashes_within_counts_own_unplanned_exits_in_the_window_after_the_last_reset(events, expected):
     assert sup.crashes_within(events, 1000, 600) == expected
+
+
+def canary(t, for_peer=False):
+    event = {"t": t, "event": "canary", "planned": False, "reason": "stopped serving"}
+    if for_peer:
+        event["peer"] = True
+    return event
+
+
+@pytest.mark.parametrize("events, event, expected", [
+    ([], peer(1000), True),                                     # a peer's exit
+    ([canary(990)], peer(1000), True),
+    ([], crash(1000), False),                                   # the unit's own crash counts
+    ([canary(990)], crash(1000), False),
+    ([], planned(1000), True),                                  # a planned stop: the deployment's or an operator's
+    ([crash(900)], planned(1000), True),
+    ([canary(990)], planned(1000), False),                      # the stop of the canary's restart for its own failure
+    ([canary(990, for_peer=True)], planned(1000), True),        # ... for a peer: no failure of this unit
+    ([canary(900), crash(950)], planned(1000), True),           # only the record's last event says whose stop it is
+    ([{"t": 990, "event": "canary", "planned": True}], planned(1000), True),
+])
+def test_resets_start_limit_for_every_exit_but_the_units_own_failures(events, event, expected):
+    assert sup.resets_start_limit(events, event) is expected
 
 
 @pytest.mark.parametrize("events, base, maximum, expected", [

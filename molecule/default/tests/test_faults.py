@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import tarfile
 import time
 
 import testinfra
 
 from sim_run import ROOT, play, recap_changed
+
+sys.path.insert(0, str(ROOT / "sim" / "lib"))
+import faultsuite  # noqa: E402  (the simulation's observation helpers)
 
 NODES = {n: testinfra.get_host("docker://a3sim-%s" % n) for n in ("p0", "p1", "d0", "d1")}
 IPS = {"p0": "127.30.0.11", "p1": "127.30.0.12", "d0": "127.30.0.13", "d1": "127.30.0.14"}
@@ -227,8 +231,12 @@ def test_a_frozen_rank_is_named_as_the_member_that_holds_its_group_then_its_node
     """SIGSTOP of d1's rank: d1's /health stops answering, d0's rank stalls with it (lockstep) while its /health stays
     200; d0's canary holds (no restart of its own) and status.yml names d1 as the member that holds the group. d1's
     canary timer is stopped meanwhile (its node "did not bring it back" yet), so the hold lasts while status.yml reads
-    it; started again, d1's canary restarts d1's engines after vllm_down_grace, and the group serves again."""
+    it; started again, d1's canary restarts d1's engines after vllm_down_grace, and the group serves again.
+    The rule is for a rank that answered /health since its start, as d1's canary saw it: the freeze waits for that
+    (the test before restarted d1's engines; a rank frozen before any canary round saw it serve counts as never
+    served, and is restarted only after the start timeout)."""
     engine = "^[^ ]*python[0-9.]* -m vllm_sim serve"
+    assert faultsuite.wait_healthy(60, problems_now=faultsuite.canary_unseen) == []
     before = in_container("d1", "pgrep -f -- '%s'" % engine).stdout.split()
     NODES["d1"].check_output("systemctl stop ascend-vllm-canary.timer")
     in_container("d1", "pkill -STOP -f -- '%s'" % engine)
@@ -244,8 +252,7 @@ def test_a_frozen_rank_is_named_as_the_member_that_holds_its_group_then_its_node
 
 
 def _frozen_rank_is_held_then_restarted(engine, before):
-    held = "/var/lib/ascend-vllm-pd/supervise/ascend-vllm.service.jsonl.canary"
-    assert wait_for(lambda: '"held"' in NODES["d0"].run("cat %s", held).stdout, timeout=60, step=1), \
+    assert wait_for(lambda: "held" in faultsuite.canary_state("d0"), timeout=60, step=1), \
         NODES["d0"].run("journalctl -u ascend-vllm-canary --no-pager -n 20").stdout
     assert NODES["d0"].run("curl -s -o /dev/null -w '%%{http_code}' --max-time 3 http://%s:6700/health",
                            IPS["d0"]).stdout == "200"

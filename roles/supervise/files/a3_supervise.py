@@ -16,7 +16,8 @@ token, a DP group that lost a member). Python 3 standard library only; no state 
             a deliberate start; a stop that ends the sleep is no crash: the process never ran)
   deliberate before a start or restart the deployment asks for: that start waits no back-off
   stop-mark ExecStop: remember that the stop was asked for (MAINPID still set) or not
-  record    ExecStopPost: append the exit and its reason (log signature) to the unit's record
+  record    ExecStopPost: append the exit and its reason (log signature) to the unit's record; reset
+            systemd's start limit after an exit that is no failure of the unit's own (planned, or a peer's)
   canary    ascend-vllm-canary.service: probe local ranks with a real request, restart if hung, frozen
             (/health failing past a grace after it answered, or never answering within the start timeout)
             or held by a peer past a bound; a rank that refuses the canary's key (401/403) is reported,
@@ -71,11 +72,26 @@ def read_record(path: str) -> list:
 
 def crashes_within(events: list, now: float, window_s: float) -> list:
     """This unit's own unplanned exits (crashes, hang restarts) in the last window_s seconds, after its
-    last exit caused by its DP group (a peer that went away: that exit resets systemd's start limit, see
-    cmd_record, so the count starts afresh as systemd's does)."""
-    last_peer = max([e["t"] for e in events if e.get("peer")], default=None)
+    last exit that reset systemd's start limit (a peer that went away, or a planned stop: see resets_start_limit),
+    so the count starts afresh as systemd's does."""
+    last_reset = max([e["t"] for e in events if e.get("peer") or e.get("reset")], default=None)
     return [e for e in events if not e.get("planned") and not e.get("peer") and now - e["t"] <= window_s
-            and (last_peer is None or e["t"] > last_peer)]
+            and (last_reset is None or e["t"] > last_reset)]
+
+
+def resets_start_limit(events: list, event: dict) -> bool:
+    """Whether the exit `event` (not yet in `events`, the record so far) resets systemd's start-limit counter, so
+    that systemd gives up on the unit's own failures only, as crashes_within counts them. systemd counts every
+    start: without this, the deployment's and the canary's planned restarts would use up the crash loop's
+    allowance and a later restart would end in 'start-limit-hit'. Reset by an exit a peer caused, and by a planned
+    stop (a deployment's, an operator's or the canary's restart for a peer), except the stop of a restart the
+    canary asked for after this unit's own failure (frozen, hung, never served): that one counts, as a crash does."""
+    if event.get("peer"):
+        return True
+    if not event.get("planned"):
+        return False
+    last = events[-1] if events else {}
+    return not (last.get("event") == "canary" and not last.get("planned") and not last.get("peer"))
 
 
 def backoff_delay(events: list, now: float, base: float, maximum: float, window_s: float) -> float:
@@ -559,9 +575,13 @@ def cmd_record(args) -> int:
              "result": result, "code": code, "status": status}
     if peer:
         event["peer"] = True
+    reset = resets_start_limit(read_record(args.record), event)
+    if reset and not peer:
+        event["reset"] = True
     append_record(args.record, event)
-    if peer:
+    if reset:
         forgive(args.unit)
+    if peer:
         print("%s: ended with its DP group, whose other member went away (not counted towards the crash loop; "
               "restarting): %s" % (args.unit, reason))
     elif not planned:
