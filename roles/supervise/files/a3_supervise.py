@@ -82,10 +82,11 @@ def crashes_within(events: list, now: float, window_s: float) -> list:
 def resets_start_limit(events: list, event: dict) -> bool:
     """Whether the exit `event` (not yet in `events`, the record so far) resets systemd's start-limit counter, so
     that systemd gives up on the unit's own failures only, as crashes_within counts them. systemd counts every
-    start: without this, the deployment's and the canary's planned restarts would use up the crash loop's
-    allowance and a later restart would end in 'start-limit-hit'. Reset by an exit a peer caused, and by a planned
-    stop (a deployment's, an operator's or the canary's restart for a peer), except the stop of a restart the
-    canary asked for after this unit's own failure (frozen, hung, never served): that one counts, as a crash does."""
+    start: without this, an operator's planned restarts (systemctl restart; site.yml's handler resets it itself)
+    would use up the crash loop's allowance and a later restart would end in 'start-limit-hit'. Reset by an exit a
+    peer caused, and by a planned stop (a deployment's, an operator's or the canary's restart for a peer), except
+    the stop of a restart the canary asked for after this unit's own failure (frozen, hung, never served): that one
+    counts, as a crash does."""
     if event.get("peer"):
         return True
     if not event.get("planned"):
