@@ -235,7 +235,7 @@ def test_a_frozen_rank_is_named_as_the_member_that_holds_its_group_then_its_node
     The rule is for a rank that answered /health since its start, as d1's canary saw it: the freeze waits for that
     (the test before restarted d1's engines; a rank frozen before any canary round saw it serve counts as never
     served, and is restarted only after the start timeout)."""
-    engine = "^[^ ]*python[0-9.]* -m vllm_sim serve"
+    engine = faultsuite.ENGINE_PATTERN
     assert faultsuite.wait_healthy(60, problems_now=faultsuite.canary_unseen) == []
     before = in_container("d1", "pgrep -f -- '%s'" % engine).stdout.split()
     NODES["d1"].check_output("systemctl stop ascend-vllm-canary.timer")
